@@ -1,0 +1,13 @@
+#pragma once
+// Each subcommand registers its options on the app and returns the action to run when chosen.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace qattn::cli {
+
+using Action = std::function<int()>;
+
+Action add_formats_command(CLI::App& app);
+Action add_bench_command(CLI::App& app);
+
+}  // namespace qattn::cli

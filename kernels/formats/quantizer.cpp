@@ -1,0 +1,132 @@
+#include "kernels/formats/quantizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/formats/codec.hpp"
+#include "kernels/formats/registry.hpp"
+
+namespace qattn {
+
+namespace {
+constexpr const char* kGranularityNames[] = {"tensor", "head", "token", "block", "channel", "group"};
+
+std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+const char* name_of(Granularity g) { return kGranularityNames[static_cast<int>(g)]; }
+
+Granularity parse_granularity(const std::string& name, const std::string& what) {
+  for (int i = 0; i < 6; ++i) {
+    if (name == kGranularityNames[i]) return static_cast<Granularity>(i);
+  }
+  throw std::invalid_argument(what + ": unknown granularity '" + name +
+                              "'; expected one of: tensor, head, token, block, channel, group");
+}
+
+void validate(const QuantSpec& s, int heads, int tokens, int dim) {
+  const std::string fmt = name_of(s.format);
+  if (heads <= 0 || tokens <= 0 || dim <= 0) {
+    throw std::invalid_argument("quantize: tensor shape [" + std::to_string(heads) + ", " + std::to_string(tokens) +
+                                ", " + std::to_string(dim) + "] has an empty dimension; expected all positive");
+  }
+  if (s.granularity == Granularity::block && s.block <= 0) {
+    throw std::invalid_argument("quant spec (" + fmt + "): block granularity needs block > 0 tokens, got " +
+                                std::to_string(s.block));
+  }
+  if (s.granularity == Granularity::group && (s.block <= 0 || dim % s.block != 0)) {
+    throw std::invalid_argument("quant spec (" + fmt + "): group size " + std::to_string(s.block) +
+                                " must be positive and divide the head dim " + std::to_string(dim));
+  }
+  if (s.rule == ScaleRule::static_multiplier && !(std::isfinite(s.multiplier) && s.multiplier > 0)) {
+    throw std::invalid_argument("quant spec (" + fmt + "): static multiplier must be positive and finite, got " +
+                                std::to_string(s.multiplier));
+  }
+  if (format_of(s.scale_format).kind == Kind::integer) {
+    throw std::invalid_argument(std::string("quant spec (") + fmt + "): scale format '" + name_of(s.scale_format) +
+                                "' is an integer format; expected fp32, fp16, bf16, e8m0, e4m3, ...");
+  }
+}
+
+std::size_t scale_count(const QuantSpec& s, int heads, int tokens, int dim) {
+  const std::size_t h = heads, n = tokens, d = dim;
+  switch (s.granularity) {
+    case Granularity::tensor: return 1;
+    case Granularity::head: return h;
+    case Granularity::token: return h * n;
+    case Granularity::block: return h * ceil_div(n, s.block);
+    case Granularity::channel: return h * d;
+    case Granularity::group: return h * n * (d / s.block);
+  }
+  return 1;
+}
+
+std::size_t QuantizedTensor::scale_index(int h, int n, int c) const {
+  const std::size_t hh = h, nn = n, cc = c;
+  switch (spec.granularity) {
+    case Granularity::tensor: return 0;
+    case Granularity::head: return hh;
+    case Granularity::token: return hh * tokens + nn;
+    case Granularity::block: return hh * ceil_div(tokens, spec.block) + nn / spec.block;
+    case Granularity::channel: return hh * dim + cc;
+    case Granularity::group: return (hh * tokens + nn) * (dim / spec.block) + cc / spec.block;
+  }
+  return 0;
+}
+
+QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
+  validate(spec, x.heads, x.tokens, x.dim);
+  QuantizedTensor q;
+  q.spec = spec;
+  q.heads = x.heads;
+  q.tokens = x.tokens;
+  q.dim = x.dim;
+  q.codes.resize(x.size());
+  const std::size_t ns = scale_count(spec, x.heads, x.tokens, x.dim);
+  const Format f = format_of(spec.format);
+  const Format sf = format_of(spec.scale_format);
+
+  std::vector<float> absmax(ns, 0.0f);
+  if (spec.rule == ScaleRule::dynamic_absmax) {
+    for (int h = 0; h < x.heads; ++h)
+      for (int n = 0; n < x.tokens; ++n)
+        for (int c = 0; c < x.dim; ++c) {
+          float& m = absmax[q.scale_index(h, n, c)];
+          m = std::max(m, std::fabs(x(h, n, c)));
+        }
+  }
+  q.scales.resize(ns);
+  std::vector<float> inv(ns);
+  for (std::size_t i = 0; i < ns; ++i) {
+    double s = spec.rule == ScaleRule::static_multiplier ? 1.0 / spec.multiplier
+                                                         : static_cast<double>(absmax[i]) / max_finite(f);
+    if (s == 0) s = 1;
+    const double stored = round_to(sf, static_cast<double>(static_cast<float>(s)));
+    if (!(stored > 0) || !std::isfinite(stored)) {
+      throw std::domain_error("quantize: scale " + std::to_string(s) + " (group " + std::to_string(i) +
+                              ") is not representable in scale format '" + name_of(spec.scale_format) + "'");
+    }
+    q.scales[i] = static_cast<float>(stored);
+    inv[i] = 1.0f / q.scales[i];
+  }
+  for (int h = 0; h < x.heads; ++h)
+    for (int n = 0; n < x.tokens; ++n)
+      for (int c = 0; c < x.dim; ++c)
+        q.codes[x.index(h, n, c)] = qattn::quantize(f, x(h, n, c), inv[q.scale_index(h, n, c)]);
+  return q;
+}
+
+TensorF dequantize(const QuantizedTensor& q) {
+  TensorF out(q.heads, q.tokens, q.dim);
+  const Format f = format_of(q.spec.format);
+  for (int h = 0; h < q.heads; ++h)
+    for (int n = 0; n < q.tokens; ++n)
+      for (int c = 0; c < q.dim; ++c) {
+        const std::size_t i = out.index(h, n, c);
+        out.data[i] = dequantize(f, q.codes[i], q.scales[q.scale_index(h, n, c)]);
+      }
+  return out;
+}
+
+}  // namespace qattn

@@ -1,0 +1,61 @@
+#pragma once
+// Tensor quantizers: one scale per group of elements of a [heads, tokens, dim] tensor, chosen by
+// granularity, set by a dynamic absmax or a static constant, stored in a scale format.
+//
+// Conventions (shared with the emulator and the GPU kernels):
+//   scale s  = absmax / max_finite(element format), rounded to the scale format;
+//              a static rule gives the multiplier S directly (P: 127, 448, 240) and s = 1 / S;
+//   code     = quantize(x, 1/s) = encode(fp32(x * fp32(1/s)))   (symmetric, saturating);
+//   value    = decode(code) * s.
+// A group whose absmax is zero gets s = 1 (its codes are all zero).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/formats/format.hpp"
+#include "kernels/formats/tensor.hpp"
+
+namespace qattn {
+
+enum class Granularity : std::uint8_t {
+  tensor,   // one scale
+  head,     // one per head
+  token,    // one per (head, token)
+  block,    // one per (head, block of `block` consecutive tokens)
+  channel,  // one per (head, head-dim column), over all tokens
+  group,    // one per (head, token, `block` consecutive head-dim elements), e.g. q8_0's 32
+};
+
+enum class ScaleRule : std::uint8_t { dynamic_absmax, static_multiplier };
+
+struct QuantSpec {
+  FormatId format = FormatId::int8;
+  Granularity granularity = Granularity::tensor;
+  int block = 0;                      // tokens per block, or elements per group
+  ScaleRule rule = ScaleRule::dynamic_absmax;
+  double multiplier = 0;              // static rule: stored value is enc(x * multiplier)
+  FormatId scale_format = FormatId::fp32;
+};
+
+const char* name_of(Granularity g);
+Granularity parse_granularity(const std::string& name, const std::string& what = "granularity");
+
+// Throws std::invalid_argument naming the field and what was expected (block sizes, a group that
+// does not divide the head dim, a static multiplier that is not positive and finite, a scale format
+// that is an integer format).
+void validate(const QuantSpec& spec, int heads, int tokens, int dim);
+
+struct QuantizedTensor {
+  QuantSpec spec;
+  int heads = 0, tokens = 0, dim = 0;
+  std::vector<std::uint32_t> codes;  // [heads, tokens, dim]
+  std::vector<float> scales;         // layout given by scale_index()
+  std::size_t scale_index(int h, int n, int c) const;
+};
+
+std::size_t scale_count(const QuantSpec& spec, int heads, int tokens, int dim);
+
+QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec);
+TensorF dequantize(const QuantizedTensor& q);
+
+}  // namespace qattn

@@ -1,0 +1,58 @@
+#include "reference/metrics.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace qattn {
+
+ErrorMetrics compare(std::span<const double> ref, std::span<const double> x) {
+  if (ref.size() != x.size()) {
+    throw std::invalid_argument("metrics: reference has " + std::to_string(ref.size()) + " values but the result has " +
+                                std::to_string(x.size()) + "; expected equal lengths");
+  }
+  if (ref.empty()) throw std::invalid_argument("metrics: no values to compare");
+  double sig = 0, err2 = 0, err1 = 0, abs_ref = 0, dot = 0, xx = 0, max_abs = 0;
+  bool nan = false;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double e = x[i] - ref[i];
+    nan |= std::isnan(e);
+    sig += ref[i] * ref[i];
+    err2 += e * e;
+    err1 += std::fabs(e);
+    abs_ref += std::fabs(ref[i]);
+    dot += x[i] * ref[i];
+    xx += x[i] * x[i];
+    max_abs = std::max(max_abs, std::fabs(e));
+  }
+  if (sig == 0) {
+    throw std::invalid_argument("metrics: the reference is all zeros; SQNR and relative errors are undefined");
+  }
+  ErrorMetrics m;
+  m.count = ref.size();
+  m.sqnr_db = err2 == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(sig / err2);
+  m.rel_l2 = std::sqrt(err2 / sig);
+  m.rel_l1 = err1 / abs_ref;
+  m.cosine = xx == 0 ? 0.0 : dot / std::sqrt(xx * sig);
+  m.max_abs = nan ? std::numeric_limits<double>::quiet_NaN() : max_abs;
+  return m;
+}
+
+RowDivergence row_divergence(std::span<const double> p_ref, std::span<const double> p, double floor) {
+  if (p_ref.size() != p.size()) {
+    throw std::invalid_argument("metrics: reference probability row has " + std::to_string(p_ref.size()) +
+                                " entries but the row compared has " + std::to_string(p.size()));
+  }
+  if (!(floor > 0)) throw std::invalid_argument("metrics: KL floor must be positive");
+  RowDivergence r;
+  double tv = 0;
+  for (std::size_t j = 0; j < p.size(); ++j) {
+    tv += std::fabs(p_ref[j] - p[j]);
+    if (p_ref[j] > 0) r.kl += p_ref[j] * (std::log(p_ref[j]) - std::log(std::max(p[j], floor)));
+  }
+  r.total_variation = 0.5 * tv;
+  return r;
+}
+
+}  // namespace qattn

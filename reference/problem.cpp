@@ -1,0 +1,93 @@
+#include "reference/problem.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace qattn {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void check_finite(const TensorF& t, const char* name) {
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (!std::isfinite(t.data[i])) {
+      const std::size_t c = i % t.dim, n = (i / t.dim) % t.tokens, h = i / (static_cast<std::size_t>(t.dim) * t.tokens);
+      throw std::invalid_argument(std::string("problem: ") + name + "[head " + std::to_string(h) + ", token " +
+                                  std::to_string(n) + ", channel " + std::to_string(c) + "] is " +
+                                  (std::isnan(t.data[i]) ? "NaN" : "Inf") + "; expected finite values");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<int> RowSelection::resolve(int tokens) const {
+  std::vector<int> rows;
+  switch (kind) {
+    case Kind::all:
+      rows.resize(tokens);
+      for (int i = 0; i < tokens; ++i) rows[i] = i;
+      return rows;
+    case Kind::range:
+      if (begin < 0 || end > tokens || begin >= end) {
+        throw std::invalid_argument("rows: range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                    ") is empty or outside [0, " + std::to_string(tokens) + ")");
+      }
+      for (int i = begin; i < end; ++i) rows.push_back(i);
+      return rows;
+    case Kind::sample: {
+      if (count <= 0 || count > tokens) {
+        throw std::invalid_argument("rows: sample of " + std::to_string(count) + " rows from " +
+                                    std::to_string(tokens) + " tokens; expected 1.." + std::to_string(tokens));
+      }
+      // Partial Fisher-Yates over [0, tokens): distinct rows, deterministic for a seed.
+      std::vector<int> all(tokens);
+      for (int i = 0; i < tokens; ++i) all[i] = i;
+      std::uint64_t state = seed;
+      for (int i = 0; i < count; ++i) {
+        const auto j = i + static_cast<int>(splitmix64(state) % static_cast<std::uint64_t>(tokens - i));
+        std::swap(all[i], all[j]);
+      }
+      rows.assign(all.begin(), all.begin() + count);
+      std::sort(rows.begin(), rows.end());
+      return rows;
+    }
+  }
+  return rows;
+}
+
+double Problem::scale() const { return softmax_scale != 0 ? softmax_scale : 1.0 / std::sqrt(static_cast<double>(q.dim)); }
+
+void validate(const Problem& p) {
+  const auto shape_error = [&](const std::string& what) {
+    throw std::invalid_argument("problem: " + what + " (Q " + p.q.shape_string() + ", K " + p.k.shape_string() +
+                                ", V " + p.v.shape_string() + ")");
+  };
+  for (const TensorF* t : {&p.q, &p.k, &p.v}) {
+    if (t->heads <= 0 || t->tokens <= 0 || t->dim <= 0) shape_error("a tensor has an empty dimension; expected all positive");
+    if (t->data.size() != static_cast<std::size_t>(t->heads) * t->tokens * t->dim) shape_error("tensor data size does not match its shape");
+  }
+  if (p.k.heads != p.v.heads || p.k.tokens != p.v.tokens || p.k.dim != p.v.dim) shape_error("K and V shapes differ; expected equal");
+  if (p.q.tokens != p.k.tokens) shape_error("Q and K token counts differ; expected equal (queries and keys share positions)");
+  if (p.q.dim != p.k.dim) shape_error("Q and K head dims differ; expected equal");
+  if (p.q.heads % p.k.heads != 0) {
+    shape_error("Hq = " + std::to_string(p.q.heads) + " is not a multiple of Hkv = " + std::to_string(p.k.heads));
+  }
+  if (p.window < 0) throw std::invalid_argument("problem: window " + std::to_string(p.window) + " is negative; expected 0 (none) or a positive token count");
+  if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0) {
+    throw std::invalid_argument("problem: softmax_scale " + std::to_string(p.softmax_scale) + " must be finite and >= 0 (0 = 1/sqrt(d))");
+  }
+  (void)p.rows.resolve(p.q.tokens);
+  check_finite(p.q, "Q");
+  check_finite(p.k, "K");
+  check_finite(p.v, "V");
+}
+
+}  // namespace qattn

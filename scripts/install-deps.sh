@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs everything qattn needs on Debian 12 (or Ubuntu 24.04), idempotently:
+# the C++ toolchain and libraries from the distribution, and a pinned Python
+# virtual environment (.venv) for the test suite's independent cross-checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+debs=(
+  cmake ninja-build g++ pkg-config
+  libeigen3-dev libhdf5-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev
+  python3 python3-venv python3-pip
+)
+
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: Debian packages present"
+fi
+
+# Python: Debian's interpreter in a venv, so the pins below are the versions tested.
+py_pins=(numpy==2.2.6 ml_dtypes==0.5.3)
+if [[ ! -x .venv/bin/python ]]; then
+  /usr/bin/python3 -m venv .venv
+fi
+if ! .venv/bin/python - "${py_pins[@]}" <<'PY'
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    try:
+        if version(name) != want:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+then
+  echo "install-deps: installing ${py_pins[*]} into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check "${py_pins[@]}"
+else
+  echo "install-deps: Python pins present in .venv"
+fi

@@ -1,0 +1,131 @@
+// Tensor quantizers: scale layout per granularity, absmax scales, error bounds, bad specs.
+#include <cmath>
+#include <random>
+
+#include "kernels/formats/codec.hpp"
+#include "kernels/formats/quantizer.hpp"
+#include "tests/catch.hpp"
+#include "tests/error_text.hpp"
+
+using namespace qattn;
+
+namespace {
+
+TensorF random_tensor(int h, int n, int d, std::uint64_t seed) {
+  TensorF t(h, n, d);
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : t.data) x = normal(gen);
+  return t;
+}
+
+QuantSpec spec_of(FormatId f, Granularity g, int block = 0) {
+  QuantSpec s;
+  s.format = f;
+  s.granularity = g;
+  s.block = block;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("scale counts and groups follow the granularity", "[quantizer]") {
+  const int h = 3, n = 10, d = 8;
+  CHECK(scale_count(spec_of(FormatId::int8, Granularity::tensor), h, n, d) == 1);
+  CHECK(scale_count(spec_of(FormatId::int8, Granularity::head), h, n, d) == 3);
+  CHECK(scale_count(spec_of(FormatId::int8, Granularity::token), h, n, d) == 30);
+  CHECK(scale_count(spec_of(FormatId::int8, Granularity::block, 4), h, n, d) == 9);  // ceil(10/4) = 3 per head
+  CHECK(scale_count(spec_of(FormatId::int8, Granularity::channel), h, n, d) == 24);
+  CHECK(scale_count(spec_of(FormatId::int8, Granularity::group, 4), h, n, d) == 60);
+}
+
+TEST_CASE("dynamic absmax: each group's largest element maps to max finite", "[quantizer]") {
+  const TensorF x = random_tensor(2, 37, 16, 11);
+  const Granularity grans[] = {Granularity::tensor, Granularity::head, Granularity::token, Granularity::block,
+                               Granularity::channel, Granularity::group};
+  for (FormatId fid : {FormatId::int8, FormatId::int4, FormatId::e4m3, FormatId::e4m3fnuz, FormatId::e5m2, FormatId::e2m1}) {
+    for (Granularity g : grans) {
+      INFO(name_of(fid) << " " << name_of(g));
+      const QuantSpec s = spec_of(fid, g, g == Granularity::block ? 8 : (g == Granularity::group ? 4 : 0));
+      const QuantizedTensor q = quantize(x, s);
+      const Format f = format_of(fid);
+      std::vector<float> absmax(q.scales.size(), 0.0f);
+      for (int h = 0; h < x.heads; ++h)
+        for (int n = 0; n < x.tokens; ++n)
+          for (int c = 0; c < x.dim; ++c) {
+            float& m = absmax[q.scale_index(h, n, c)];
+            m = std::max(m, std::fabs(x(h, n, c)));
+          }
+      for (std::size_t i = 0; i < q.scales.size(); ++i) {
+        REQUIRE(q.scales[i] == static_cast<float>(absmax[i] / max_finite(f)));
+      }
+      const TensorF y = dequantize(q);
+      for (int h = 0; h < x.heads; ++h)
+        for (int n = 0; n < x.tokens; ++n)
+          for (int c = 0; c < x.dim; ++c) {
+            const double s_i = q.scales[q.scale_index(h, n, c)];
+            const double v = x(h, n, c), e = std::fabs(y(h, n, c) - v);
+            if (f.kind == Kind::integer) {
+              // Half a step of the uniform grid, plus fp32 rounding of x/s and of code*s (2^-22 relative).
+              REQUIRE(e <= 0.5 * s_i * (1 + 0x1p-20) + std::fabs(v) * 0x1p-22);
+            } else {
+              // Half an ulp of the element format relative to the value, or half the smallest
+              // subnormal step in absolute terms, plus the fp32 roundings.
+              const double rel = epsilon(f) / 2 * std::fabs(v), abs = min_subnormal(f) / 2 * s_i;
+              REQUIRE(e <= std::max(rel, abs) * (1 + 0x1p-20) + std::fabs(v) * 0x1p-22);
+            }
+          }
+    }
+  }
+}
+
+TEST_CASE("a static multiplier quantizes P as enc(p * S) / S", "[quantizer]") {
+  TensorF p(1, 1, 5);
+  p.data = {1.0f, 0.5f, 3.9e-3f, 4.0e-3f, 0.0f};
+  QuantSpec s = spec_of(FormatId::int8, Granularity::tensor);
+  s.rule = ScaleRule::static_multiplier;
+  s.multiplier = 127;
+  const QuantizedTensor q = quantize(p, s);
+  REQUIRE(q.scales.size() == 1);
+  CHECK(q.scales[0] == 1.0f / 127.0f);
+  CHECK(decode(format_of(FormatId::int8), q.codes[0]) == 127);
+  CHECK(decode(format_of(FormatId::int8), q.codes[1]) == 64);  // 63.5 ties to even
+  CHECK(q.codes[2] == 0);  // below 0.5/127 = 3.94e-3: flushed
+  CHECK(q.codes[3] == 1);
+}
+
+TEST_CASE("scales are rounded to their storage format", "[quantizer]") {
+  TensorF x(1, 1, 32);
+  for (int c = 0; c < 32; ++c) x.data[c] = 0.1f * static_cast<float>(c + 1);
+  QuantSpec s = spec_of(FormatId::int8, Granularity::group, 32);
+  s.scale_format = FormatId::fp16;  // llama.cpp q8_0
+  QuantizedTensor q = quantize(x, s);
+  CHECK(q.scales[0] == static_cast<float>(round_to(format_of(FormatId::fp16), 3.2f / 127.0f)));
+  s.scale_format = FormatId::e8m0;  // MX: a power of two
+  q = quantize(x, s);
+  CHECK(std::exp2(std::round(std::log2(q.scales[0]))) == q.scales[0]);
+}
+
+TEST_CASE("an all-zero group gets scale 1 and zero codes", "[quantizer]") {
+  const TensorF x(1, 4, 4);
+  const QuantizedTensor q = quantize(x, spec_of(FormatId::e4m3, Granularity::token));
+  for (float s : q.scales) CHECK(s == 1.0f);
+  for (auto c : q.codes) CHECK(c == 0u);
+}
+
+TEST_CASE("bad quantizer specs are one clear error each", "[quantizer]") {
+  const TensorF x = random_tensor(1, 8, 12, 1);
+  CHECK(error_text([&] { (void)quantize(x, spec_of(FormatId::int8, Granularity::group, 32)); })
+            .find("group size 32 must be positive and divide the head dim 12") != std::string::npos);
+  CHECK(error_text([&] { (void)quantize(x, spec_of(FormatId::int8, Granularity::block, 0)); })
+            .find("block granularity needs block > 0") != std::string::npos);
+  QuantSpec s = spec_of(FormatId::int8, Granularity::tensor);
+  s.rule = ScaleRule::static_multiplier;
+  s.multiplier = -1;
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("static multiplier must be positive") != std::string::npos);
+  s = spec_of(FormatId::int8, Granularity::tensor);
+  s.scale_format = FormatId::int8;
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("scale format 'int8' is an integer format") != std::string::npos);
+  CHECK(error_text([] { (void)parse_granularity("row", "recipe field 'k.granularity'"); })
+            .find("recipe field 'k.granularity': unknown granularity 'row'") != std::string::npos);
+}

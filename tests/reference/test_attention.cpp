@@ -1,0 +1,168 @@
+// The float64 reference against an independent long-double attention, and the identities the lab
+// relies on (key permutation, K shift, GQA, masks).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "reference/attention.hpp"
+#include "tests/catch.hpp"
+#include "tests/reference/test_helpers.hpp"
+
+using namespace qattn;
+using qattn::test::random_problem;
+
+namespace {
+
+double max_diff(const TensorD& a, const TensorD& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a.data[i] - b.data[i]));
+  return m;
+}
+
+double max_diff_to_naive(const Problem& p, const ReferenceResult& r) {
+  double m = 0;
+  for (int h = 0; h < p.q.heads; ++h)
+    for (std::size_t ri = 0; ri < r.rows.size(); ++ri) {
+      const auto want = qattn::test::naive_attention(p, h, r.rows[ri]);
+      for (int c = 0; c < p.q.dim; ++c)
+        m = std::max(m, static_cast<double>(std::fabs(want[c] - r.out(h, static_cast<int>(ri), c))));
+    }
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("reference agrees with a naive two-pass long-double attention", "[reference]") {
+  struct Case {
+    const char* name;
+    bool causal;
+    int window;
+    RowSelection rows;
+  };
+  const Case cases[] = {
+      {"full", false, 0, RowSelection::all_rows()},
+      {"causal", true, 0, RowSelection::all_rows()},
+      {"causal window 9", true, 9, RowSelection::all_rows()},
+      {"two-sided window 5", false, 5, RowSelection::all_rows()},
+      {"causal, row range", true, 0, RowSelection::range_of(40, 77)},
+      {"causal window 16, sampled rows", true, 16, RowSelection::sample_of(23, 99)},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Problem p = random_problem(4, 2, 83, 16, 5);
+    p.causal = c.causal;
+    p.window = c.window;
+    p.rows = c.rows;
+    ReferenceOptions opt;
+    opt.block_q = 16;  // several query and key blocks, ragged at the end
+    opt.block_k = 24;
+    const ReferenceResult r = reference_attention(p, opt);
+    // float64 rounding over <= 83 keys of O(1) terms is ~1e-15; 1e-12 leaves 1000x headroom and
+    // is still ten orders of magnitude below what a masking or indexing mistake produces.
+    CHECK(max_diff_to_naive(p, r) < 1e-12);
+  }
+}
+
+TEST_CASE("block sizes do not change the reference beyond float64 rounding", "[reference]") {
+  Problem p = random_problem(2, 1, 300, 32, 8);
+  p.causal = true;
+  p.window = 100;
+  ReferenceOptions a, b;
+  a.block_q = 7;
+  a.block_k = 13;
+  b.block_q = 256;
+  b.block_k = 512;
+  // Different summation orders of the same float64 terms differ by a few ulps of O(1) outputs.
+  CHECK(max_diff(reference_attention(p, a).out, reference_attention(p, b).out) < 1e-13);
+}
+
+TEST_CASE("permuting keys and values together leaves a non-causal output unchanged", "[reference]") {
+  Problem p = random_problem(2, 2, 97, 16, 21);
+  Problem q = p;
+  std::vector<int> perm(97);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937_64 gen(3);
+  std::shuffle(perm.begin(), perm.end(), gen);
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 97; ++j)
+      for (int c = 0; c < 16; ++c) {
+        q.k(h, j, c) = p.k(h, perm[j], c);
+        q.v(h, j, c) = p.v(h, perm[j], c);
+      }
+  // Only the summation order changes: float64 rounding of O(1) outputs.
+  CHECK(max_diff(reference_attention(p).out, reference_attention(q).out) < 1e-13);
+}
+
+TEST_CASE("adding one vector to every key leaves the output unchanged (K smoothing's identity)", "[reference]") {
+  Problem p;
+  p.q = qattn::test::dyadic_tensor(2, 64, 16, 1);
+  p.k = qattn::test::dyadic_tensor(1, 64, 16, 2);
+  p.v = qattn::test::dyadic_tensor(1, 64, 16, 3);
+  p.causal = true;
+  Problem shifted = p;
+  for (int j = 0; j < 64; ++j)
+    for (int c = 0; c < 16; ++c) shifted.k(0, j, c) += static_cast<float>((c % 7) - 3) * 2.0f;  // exact in fp32
+  // Scores shift by q.mu (up to ~200 here), which perturbs each score's float64 rounding by
+  // ~200 * 2^-52 = 4e-14; through the softmax that moves outputs by about as much.
+  CHECK(max_diff(reference_attention(p).out, reference_attention(shifted).out) < 1e-12);
+  // Without the softmax's invariance, the same shift changes the output at O(1): the check has teeth.
+  Problem moved_v = p;
+  for (float& x : moved_v.v.data) x += 0.5f;
+  CHECK(max_diff(reference_attention(p).out, reference_attention(moved_v).out) > 0.4);
+}
+
+TEST_CASE("GQA equals repeating each KV head for its query heads", "[reference]") {
+  Problem gqa = random_problem(6, 2, 70, 8, 31);
+  gqa.causal = true;
+  Problem mha = gqa;
+  mha.k = TensorF(6, 70, 8);
+  mha.v = TensorF(6, 70, 8);
+  for (int h = 0; h < 6; ++h)
+    for (int j = 0; j < 70; ++j)
+      for (int c = 0; c < 8; ++c) {
+        mha.k(h, j, c) = gqa.k(h / 3, j, c);
+        mha.v(h, j, c) = gqa.v(h / 3, j, c);
+      }
+  // The same float64 operations in the same order: bit-identical.
+  CHECK(max_diff(reference_attention(gqa).out, reference_attention(mha).out) == 0.0);
+}
+
+TEST_CASE("probability rows: normalized, masked to exact zeros, and they reproduce the output", "[reference]") {
+  Problem p = random_problem(2, 1, 60, 8, 44);
+  p.causal = true;
+  p.window = 20;
+  ReferenceOptions opt;
+  opt.prob_rows = {0, 19, 20, 59};
+  const ReferenceResult r = reference_attention(p, opt);
+  for (int h = 0; h < 2; ++h)
+    for (std::size_t k = 0; k < opt.prob_rows.size(); ++k) {
+      const int i = opt.prob_rows[k];
+      const double* row = r.probs.row(h, static_cast<int>(k));
+      double sum = 0;
+      for (int j = 0; j < 60; ++j) {
+        if (j > i || i - j >= 20) REQUIRE(row[j] == 0.0);
+        sum += row[j];
+      }
+      CHECK(std::fabs(sum - 1.0) < 1e-14);  // 60 terms summed in float64
+      for (int c = 0; c < 8; ++c) {
+        double o = 0;
+        for (int j = 0; j < 60; ++j) o += row[j] * p.v(0, j, c);
+        CHECK(std::fabs(o - r.out(h, i, c)) < 1e-13);  // two float64 evaluations of one convex sum
+      }
+    }
+}
+
+TEST_CASE("a seeded row sample is deterministic, distinct and sorted", "[reference]") {
+  const auto a = RowSelection::sample_of(100, 42).resolve(5000);
+  const auto b = RowSelection::sample_of(100, 42).resolve(5000);
+  const auto c = RowSelection::sample_of(100, 43).resolve(5000);
+  CHECK(a == b);
+  CHECK(a != c);
+  REQUIRE(a.size() == 100);
+  CHECK(std::is_sorted(a.begin(), a.end()));
+  CHECK(std::adjacent_find(a.begin(), a.end()) == a.end());
+  CHECK(a.front() >= 0);
+  CHECK(a.back() < 5000);
+  CHECK(RowSelection::sample_of(10, 1).resolve(10) == RowSelection::all_rows().resolve(10));
+}

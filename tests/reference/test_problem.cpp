@@ -1,0 +1,66 @@
+// Bad problems: one clear error each, naming what, where and what was expected.
+#include <cmath>
+
+#include "reference/attention.hpp"
+#include "tests/catch.hpp"
+#include "tests/error_text.hpp"
+#include "tests/reference/test_helpers.hpp"
+
+using namespace qattn;
+using qattn::test::random_problem;
+
+namespace {
+std::string problem_error(const Problem& p) {
+  return error_text([&] { (void)reference_attention(p); });
+}
+}  // namespace
+
+TEST_CASE("Hq not a multiple of Hkv is rejected", "[reference][errors]") {
+  const Problem p = random_problem(5, 2, 8, 4, 1);
+  const std::string msg = problem_error(p);
+  CHECK(msg.find("Hq = 5 is not a multiple of Hkv = 2") != std::string::npos);
+  CHECK(msg.find("Q [5, 8, 4]") != std::string::npos);
+}
+
+TEST_CASE("mismatched shapes are rejected", "[reference][errors]") {
+  Problem p = random_problem(2, 1, 8, 4, 1);
+  p.v = qattn::test::random_tensor(1, 8, 5, 3);
+  CHECK(problem_error(p).find("K and V shapes differ") != std::string::npos);
+  p = random_problem(2, 1, 8, 4, 1);
+  p.q = qattn::test::random_tensor(2, 8, 6, 3);
+  CHECK(problem_error(p).find("Q and K head dims differ") != std::string::npos);
+  p = random_problem(2, 1, 8, 4, 1);
+  p.q = qattn::test::random_tensor(2, 9, 4, 3);
+  CHECK(problem_error(p).find("Q and K token counts differ") != std::string::npos);
+  p = random_problem(2, 1, 8, 4, 1);
+  p.k.data.pop_back();
+  CHECK(problem_error(p).find("tensor data size does not match its shape") != std::string::npos);
+}
+
+TEST_CASE("NaN or Inf inputs are rejected with their position", "[reference][errors]") {
+  Problem p = random_problem(2, 1, 8, 4, 1);
+  p.k(0, 5, 3) = std::nanf("");
+  CHECK(problem_error(p).find("K[head 0, token 5, channel 3] is NaN; expected finite values") != std::string::npos);
+  p = random_problem(2, 1, 8, 4, 1);
+  p.v(0, 7, 0) = INFINITY;
+  CHECK(problem_error(p).find("V[head 0, token 7, channel 0] is Inf") != std::string::npos);
+}
+
+TEST_CASE("bad rows, windows and scales are rejected", "[reference][errors]") {
+  Problem p = random_problem(1, 1, 8, 4, 1);
+  p.rows = RowSelection::range_of(4, 20);
+  CHECK(problem_error(p).find("range [4, 20) is empty or outside [0, 8)") != std::string::npos);
+  p.rows = RowSelection::sample_of(9, 1);
+  CHECK(problem_error(p).find("sample of 9 rows from 8 tokens") != std::string::npos);
+  p.rows = RowSelection::all_rows();
+  p.window = -1;
+  CHECK(problem_error(p).find("window -1 is negative") != std::string::npos);
+  p.window = 0;
+  p.softmax_scale = NAN;
+  CHECK(problem_error(p).find("softmax_scale") != std::string::npos);
+  p.softmax_scale = 0;
+  ReferenceOptions opt;
+  opt.prob_rows = {8};
+  CHECK(error_text([&] { (void)reference_attention(p, opt); }).find("probability row 8 is outside [0, 8)") !=
+        std::string::npos);
+}
