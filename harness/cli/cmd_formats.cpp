@@ -23,10 +23,11 @@ std::string value_text(double v) {
 
 std::string hex(const Format& f, std::uint32_t code) { return fmt::format("0x{:0{}x}", code, (f.bits + 3) / 4); }
 
-void print_summary() {
+void print_summary(const std::string& only) {
   fmt::print("{:<9} {:>4} {:>14} {:>14} {:>14} {:>12} {:>14}  {}\n", "format", "bits", "max_finite", "min_normal",
              "min_subnormal", "epsilon", "flush_below", "specials");
   for (FormatId id : all_formats()) {
+    if (!only.empty() && only != name_of(id)) continue;
     const Format f = format_of(id);
     const char* specials = f.kind == Kind::integer ? "two's complement; quantizers use +-max"
                            : f.specials == Specials::ieee ? "IEEE Inf and NaN, -0"
@@ -80,20 +81,20 @@ Action add_formats_command(CLI::App& app) {
     bool table = false, midpoints = false;
   };
   auto opts = std::make_shared<Opts>();
-  cmd->add_option("name", opts->name, "Format to print (fp32 bf16 fp16 e4m3 e5m2 e4m3fnuz e5m2fnuz e2m1 e8m0 int8 int4)");
+  cmd->add_option("name", opts->name, "Format to show (fp32 bf16 fp16 e4m3 e5m2 e4m3fnuz e5m2fnuz e2m1 e8m0 int8 int4)");
   cmd->add_flag("--table", opts->table, "Print every code point as CSV: code,hex,value");
   cmd->add_flag("--midpoints", opts->midpoints,
                 "Print every midpoint between neighbouring values and its encoding as CSV");
   return [opts]() {
     if (opts->name.empty()) {
       if (opts->table || opts->midpoints) throw std::invalid_argument("formats: --table and --midpoints need a format NAME");
-      print_summary();
+      print_summary("");
       return 0;
     }
     const Format f = format_of(parse_format(opts->name, "formats NAME"));
     if (opts->midpoints) print_midpoints(f);
     else if (opts->table) print_table(f);
-    else throw std::invalid_argument("formats " + opts->name + ": expected --table or --midpoints (or no NAME for the summary)");
+    else print_summary(opts->name);
     return 0;
   };
 }

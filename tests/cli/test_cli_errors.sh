@@ -24,6 +24,7 @@ check "bench help" 0 "reference" -- "$qattn" bench --help
 check "bench reference help" 0 "--head-dims" -- "$qattn" bench reference --help
 check "formats summary" 0 "^e4m3 +8 +448 " -- "$qattn" formats
 check "formats summary fnuz" 0 "^e4m3fnuz +8 +240 " -- "$qattn" formats
+check "one format" 0 "^e2m1 +4 +6 +1 +0.5 +0.5 +0.25 " -- "$qattn" formats e2m1
 check "e4m3 table header" 0 "^code,hex,value" -- "$qattn" formats e4m3 --table
 check "e4m3 table max" 0 "^126,0x7e,448$" -- "$qattn" formats e4m3 --table
 check "e4m3 table nan" 0 "^255,0xff,nan$" -- "$qattn" formats e4m3 --table
