@@ -9,5 +9,7 @@ using Action = std::function<int()>;
 
 Action add_formats_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
+Action add_inspect_command(CLI::App& app);
+Action add_synth_command(CLI::App& app);
 
 }  // namespace qattn::cli

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "harness/cli/commands.hpp"
+#include "harness/io/dataset_file.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"qattn: an accuracy laboratory for quantized flash attention"};
@@ -14,6 +15,8 @@ int main(int argc, char** argv) {
     actions[app.get_subcommands({}).back()] = std::move(action);
   };
   add(qattn::cli::add_formats_command);
+  add(qattn::cli::add_inspect_command);
+  add(qattn::cli::add_synth_command);
   add(qattn::cli::add_bench_command);
   try {
     app.parse(argc, argv);

@@ -23,7 +23,14 @@ struct Tensor3 {
   T* row(int h, int n) { return data.data() + index(h, n, 0); }
   std::size_t size() const { return data.size(); }
   std::string shape_string() const {
-    return "[" + std::to_string(heads) + ", " + std::to_string(tokens) + ", " + std::to_string(dim) + "]";
+    std::string s = "[";
+    s += std::to_string(heads);
+    s += ", ";
+    s += std::to_string(tokens);
+    s += ", ";
+    s += std::to_string(dim);
+    s += "]";
+    return s;
   }
 };
 

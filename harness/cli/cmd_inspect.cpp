@@ -1,0 +1,51 @@
+// `qattn inspect FILE`: what a dump holds, and each layer's K channel outliers.
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "harness/cli/commands.hpp"
+#include "harness/io/dataset_file.hpp"
+#include "reference/channel_stats.hpp"
+
+namespace qattn::cli {
+
+Action add_inspect_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Summarize a Q/K/V dump (schema qattn-dump/1) and its K channel outliers");
+  auto file = std::make_shared<std::string>();
+  auto tokens = std::make_shared<int>(0);
+  cmd->add_option("file", *file, "HDF5 dump")->required();
+  cmd->add_option("--tokens", *tokens, "Outlier statistics over the first N tokens (default: all)")->check(CLI::NonNegativeNumber);
+  return [file, tokens]() {
+    const DatasetInfo info = open_dataset(*file);
+    const auto get = [&](const char* k) { return info.attrs.at(k).text(); };
+    fmt::print("file        {}\nschema      {}\nmodel       {}\nweights     {}\ntext        {}\ntokens      {}{}\n", info.path,
+               get("schema"), get("model"), get("weights"), get("text_source"), info.n_tokens,
+               info.has_tokens ? " (token ids stored)" : "");
+    fmt::print("created     {} by {}\n", get("created_at"), get("created_by"));
+    const LayerInfo& first = info.layers.front();
+    fmt::print("layers      {} ({} .. {})\nheads       {} query, {} KV (GQA group {})\nhead dim    {}\ndtype       {}\n",
+               info.layers.size(), first.name, info.layers.back().name, first.q_heads, first.kv_heads,
+               first.q_heads / first.kv_heads, first.dim, name_of(first.dtype));
+    fmt::print("attributes\n");
+    for (const auto& [k, v] : info.attrs) fmt::print("  {} = {}\n", k, v.text());
+    fmt::print("K channel outliers per layer: channel absmax over the median channel's, per KV head\n");
+    fmt::print("{:>6} {:>6} {:>7} {:>10} {:>9}  {}\n", "layer", "causal", "window", "scale", "worst", "per KV head: ratio (channel, int8 levels left to the median channel)");
+    for (const LayerInfo& l : info.layers) {
+      SliceRequest req;
+      req.tokens = *tokens;
+      const LayerSlice s = load_layer(info, l.name, req);
+      std::string heads;
+      double worst = 0;
+      for (int h = 0; h < s.problem.k.heads; ++h) {
+        const ChannelOutliers o = channel_outliers(s.problem.k, h);
+        worst = std::max(worst, o.ratio);
+        heads += fmt::format("{}{:.1f} (ch {}, {:.1f})", h ? ", " : "", o.ratio, o.max_channel, o.int8_levels_median);
+      }
+      fmt::print("{:>6} {:>6} {:>7} {:>10.6g} {:>8.1f}x  {}\n", l.name, l.causal ? "yes" : "no", l.sliding_window, l.softmax_scale,
+                 worst, heads);
+    }
+    return 0;
+  };
+}
+
+}  // namespace qattn::cli

@@ -1,0 +1,429 @@
+#include "harness/io/dataset_file.hpp"
+
+#include <H5Cpp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include "kernels/formats/codec.hpp"
+
+namespace qattn {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& file, const std::string& where, const std::string& what) {
+  throw DatasetError(file + ": " + where + ": " + what);
+}
+
+std::string shape_text(const std::vector<hsize_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+bool is_number(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// ---- attributes ----
+
+AttrValue read_attr(const std::string& file, const std::string& where, const H5::H5Object& obj,
+                    const std::string& name) {
+  const H5::Attribute a = obj.openAttribute(name);
+  const H5::DataSpace space = a.getSpace();
+  if (space.getSimpleExtentNpoints() != 1) fail(file, where + " attribute '" + name + "'", "expected a scalar");
+  AttrValue v;
+  switch (a.getTypeClass()) {
+    case H5T_STRING: {
+      v.kind = AttrValue::Kind::string;
+      a.read(a.getStrType(), v.s);
+      v.s.erase(std::find(v.s.begin(), v.s.end(), '\0'), v.s.end());
+      break;
+    }
+    case H5T_INTEGER:
+      v.kind = AttrValue::Kind::integer;
+      a.read(H5::PredType::NATIVE_LLONG, &v.i);
+      break;
+    case H5T_FLOAT:
+      v.kind = AttrValue::Kind::real;
+      a.read(H5::PredType::NATIVE_DOUBLE, &v.d);
+      break;
+    default: fail(file, where + " attribute '" + name + "'", "unsupported type; expected a string, integer or float");
+  }
+  return v;
+}
+
+std::map<std::string, AttrValue> read_all_attrs(const std::string& file, const std::string& where,
+                                                const H5::H5Object& obj) {
+  std::map<std::string, AttrValue> out;
+  const int n = obj.getNumAttrs();
+  for (int i = 0; i < n; ++i) {
+    const std::string name = obj.openAttribute(static_cast<unsigned>(i)).getName();
+    out[name] = read_attr(file, where, obj, name);
+  }
+  return out;
+}
+
+const AttrValue& need(const std::string& file, const std::string& where, const std::map<std::string, AttrValue>& attrs,
+                      const std::string& name, AttrValue::Kind kind, const std::string& expected) {
+  const auto it = attrs.find(name);
+  if (it == attrs.end()) fail(file, where, "attribute '" + name + "' is missing; expected " + expected);
+  const bool ok = it->second.kind == kind || (kind == AttrValue::Kind::real && it->second.kind == AttrValue::Kind::integer);
+  if (!ok) fail(file, where, "attribute '" + name + "' = " + it->second.text() + " has the wrong type; expected " + expected);
+  return it->second;
+}
+
+double as_real(const AttrValue& v) { return v.kind == AttrValue::Kind::integer ? static_cast<double>(v.i) : v.d; }
+
+// ---- element types ----
+
+std::optional<FormatId> float_dtype(const H5::DataSet& ds) {
+  if (ds.getTypeClass() != H5T_FLOAT) return std::nullopt;
+  const H5::FloatType t = ds.getFloatType();
+  std::size_t spos, epos, esize, mpos, msize;
+  t.getFields(spos, epos, esize, mpos, msize);
+  const std::size_t size = t.getSize();
+  if (size == 2 && esize == 5 && msize == 10 && mpos == 0 && epos == 10 && spos == 15 && t.getEbias() == 15) return FormatId::fp16;
+  if (size == 2 && esize == 8 && msize == 7 && mpos == 0 && epos == 7 && spos == 15 && t.getEbias() == 127) return FormatId::bf16;
+  if (size == 4 && esize == 8 && msize == 23 && mpos == 0 && epos == 23 && spos == 31 && t.getEbias() == 127) return FormatId::fp32;
+  return std::nullopt;
+}
+
+std::string type_text(const H5::DataSet& ds) {
+  switch (ds.getTypeClass()) {
+    case H5T_INTEGER: return "integer (" + std::to_string(ds.getDataType().getSize()) + " bytes)";
+    case H5T_FLOAT: return "float (" + std::to_string(ds.getDataType().getSize()) + " bytes)";
+    case H5T_STRING: return "string";
+    default: return "non-numeric";
+  }
+}
+
+// The on-disk 16-bit float type of a format, little endian.
+H5::FloatType half_type(FormatId id) {
+  const Format f = format_of(id);
+  H5::FloatType t(H5::PredType::IEEE_F32LE);
+  // Fields first (they fit in 16 bits), then shrink: HDF5 checks the fields against the size.
+  t.setFields(15, static_cast<std::size_t>(f.man_bits), static_cast<std::size_t>(f.exp_bits), 0,
+              static_cast<std::size_t>(f.man_bits));
+  t.setOffset(0);
+  t.setPrecision(16);
+  t.setSize(2);
+  t.setEbias(static_cast<std::size_t>(f.bias));
+  return t;
+}
+
+// ---- datasets of a layer ----
+
+struct TensorShape {
+  std::vector<hsize_t> dims;
+  FormatId dtype;
+};
+
+TensorShape check_tensor(const std::string& file, const H5::Group& g, const std::string& path, const std::string& name,
+                         const char* expected_shape) {
+  const std::string where = path + "/" + name;
+  if (!g.nameExists(name)) fail(file, where, std::string("missing dataset; expected ") + expected_shape + " float16, bfloat16 or float32");
+  if (g.childObjType(name) != H5O_TYPE_DATASET) fail(file, where, std::string("is not a dataset; expected ") + expected_shape);
+  const H5::DataSet ds = g.openDataSet(name);
+  const H5::DataSpace sp = ds.getSpace();
+  const int rank = sp.getSimpleExtentNdims();
+  if (rank != 3) fail(file, where, "rank " + std::to_string(rank) + "; expected 3 " + expected_shape);
+  TensorShape s;
+  s.dims.resize(3);
+  sp.getSimpleExtentDims(s.dims.data());
+  if (s.dims[0] == 0 || s.dims[1] == 0 || s.dims[2] == 0) fail(file, where, "shape " + shape_text(s.dims) + " has an empty dimension");
+  const auto dt = float_dtype(ds);
+  if (!dt) fail(file, where, "dtype " + type_text(ds) + "; expected float16, bfloat16 or float32");
+  s.dtype = *dt;
+  return s;
+}
+
+LayerInfo check_layer(const std::string& file, const H5::Group& layers, const std::string& name) {
+  const std::string path = "/layers/" + name;
+  if (layers.childObjType(name) != H5O_TYPE_GROUP) fail(file, path, "is not a group; expected a group holding q, k, v");
+  const H5::Group g = layers.openGroup(name);
+  const TensorShape q = check_tensor(file, g, path, "q", "[Hq, N, d]");
+  const TensorShape k = check_tensor(file, g, path, "k", "[Hkv, N, d]");
+  const TensorShape v = check_tensor(file, g, path, "v", "[Hkv, N, d]");
+  if (v.dims != k.dims) fail(file, path + "/v", "shape " + shape_text(v.dims) + " differs from k's " + shape_text(k.dims) + "; expected equal");
+  if (q.dims[1] != k.dims[1]) fail(file, path + "/q", "has " + std::to_string(q.dims[1]) + " tokens but k has " + std::to_string(k.dims[1]) + "; expected equal");
+  if (q.dims[2] != k.dims[2]) fail(file, path + "/q", "head dim " + std::to_string(q.dims[2]) + " differs from k's " + std::to_string(k.dims[2]) + "; expected equal");
+  if (q.dims[0] % k.dims[0] != 0) fail(file, path, "Hq = " + std::to_string(q.dims[0]) + " is not a multiple of Hkv = " + std::to_string(k.dims[0]));
+  if (q.dtype != k.dtype || q.dtype != v.dtype) fail(file, path, "q, k and v have different dtypes; expected one dtype for all three");
+
+  const auto attrs = read_all_attrs(file, path, g);
+  LayerInfo info;
+  info.name = name;
+  info.q_heads = static_cast<int>(q.dims[0]);
+  info.kv_heads = static_cast<int>(k.dims[0]);
+  info.tokens = static_cast<int>(q.dims[1]);
+  info.dim = static_cast<int>(q.dims[2]);
+  info.dtype = q.dtype;
+  const long long causal = need(file, path, attrs, "causal", AttrValue::Kind::integer, "0 or 1").i;
+  if (causal != 0 && causal != 1) fail(file, path, "attribute 'causal' = " + std::to_string(causal) + "; expected 0 or 1");
+  info.causal = causal == 1;
+  const long long window = need(file, path, attrs, "sliding_window", AttrValue::Kind::integer, "an integer >= 0 (0 = none)").i;
+  if (window < 0) fail(file, path, "attribute 'sliding_window' = " + std::to_string(window) + "; expected >= 0 (0 = none)");
+  info.sliding_window = static_cast<int>(window);
+  info.softmax_scale = as_real(need(file, path, attrs, "softmax_scale", AttrValue::Kind::real, "a positive float"));
+  if (!(info.softmax_scale > 0) || !std::isfinite(info.softmax_scale)) {
+    fail(file, path, "attribute 'softmax_scale' = " + std::to_string(info.softmax_scale) + "; expected a positive finite float");
+  }
+  info.rope = need(file, path, attrs, "rope", AttrValue::Kind::string, "\"applied\" or \"none\"").s;
+  if (info.rope != "applied" && info.rope != "none") fail(file, path, "attribute 'rope' = \"" + info.rope + "\"; expected \"applied\" or \"none\"");
+  return info;
+}
+
+// Reads q/k/v[head, 0:tokens, :] as float (exactly: 16-bit values are decoded by the lab's codec).
+void read_head(const H5::DataSet& ds, FormatId dtype, int head, int tokens, int dim, float* dst) {
+  const hsize_t start[3] = {static_cast<hsize_t>(head), 0, 0};
+  const hsize_t count[3] = {1, static_cast<hsize_t>(tokens), static_cast<hsize_t>(dim)};
+  H5::DataSpace fs = ds.getSpace();
+  fs.selectHyperslab(H5S_SELECT_SET, count, start);
+  const H5::DataSpace ms(3, count);
+  const std::size_t n = static_cast<std::size_t>(tokens) * dim;
+  if (dtype == FormatId::fp32) {
+    ds.read(dst, H5::PredType::NATIVE_FLOAT, ms, fs);
+    return;
+  }
+  std::vector<std::uint16_t> raw(n);
+  ds.read(raw.data(), half_type(dtype), ms, fs);  // HDF5 only reorders bytes if the file is big endian
+  const Format f = format_of(dtype);
+  for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(decode(f, raw[i]));
+}
+
+void check_finite(const std::string& file, const std::string& where, const TensorF& t, const std::vector<int>& heads) {
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (std::isfinite(t.data[i])) continue;
+    const std::size_t c = i % t.dim, n = (i / t.dim) % t.tokens, h = i / (static_cast<std::size_t>(t.dim) * t.tokens);
+    fail(file, where + "[head " + std::to_string(heads[h]) + ", token " + std::to_string(n) + ", channel " + std::to_string(c) + "]",
+         std::string("is ") + (std::isnan(t.data[i]) ? "NaN" : "Inf") + "; expected finite values");
+  }
+}
+
+TensorF read_tensor(const std::string& file, const H5::Group& g, const std::string& path, const std::string& name,
+                    FormatId dtype, const std::vector<int>& heads, int tokens, int dim) {
+  const H5::DataSet ds = g.openDataSet(name);
+  TensorF t(static_cast<int>(heads.size()), tokens, dim);
+  for (std::size_t i = 0; i < heads.size(); ++i) read_head(ds, dtype, heads[i], tokens, dim, t.row(static_cast<int>(i), 0));
+  check_finite(file, path + "/" + name, t, heads);
+  return t;
+}
+
+template <typename F>
+auto with_hdf5_errors(const std::string& file, F&& f) {
+  H5::Exception::dontPrint();
+  try {
+    return f();
+  } catch (const H5::Exception& e) {
+    throw DatasetError(file + ": HDF5 error in " + e.getFuncName() + ": " + e.getDetailMsg());
+  }
+}
+
+}  // namespace
+
+std::string AttrValue::text() const {
+  switch (kind) {
+    case Kind::string: return "\"" + s + "\"";
+    case Kind::integer: return std::to_string(i);
+    case Kind::real: {
+      std::ostringstream o;
+      o.precision(17);
+      o << d;
+      return o.str();
+    }
+  }
+  return "";
+}
+
+AttrValue attr(const std::string& s) { return {AttrValue::Kind::string, s, 0, 0}; }
+AttrValue attr(long long i) { return {AttrValue::Kind::integer, "", i, 0}; }
+AttrValue attr(double d) { return {AttrValue::Kind::real, "", 0, d}; }
+
+const LayerInfo& DatasetInfo::layer(const std::string& name) const {
+  for (const LayerInfo& l : layers)
+    if (l.name == name) return l;
+  std::string known;
+  for (const LayerInfo& l : layers) known += (known.empty() ? "" : ", ") + l.name;
+  throw DatasetError(path + ": /layers/" + name + ": no such layer; the file has layers " + known);
+}
+
+DatasetInfo open_dataset(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw DatasetError(path + ": no such file");
+  return with_hdf5_errors(path, [&] {
+    if (H5::H5File::isHdf5(path.c_str()) <= 0) {
+      throw DatasetError(path + ": not an HDF5 file (or truncated before its superblock); expected an HDF5 file of schema " +
+                         std::string(kSchemaName) + "/" + std::to_string(kSchemaVersion));
+    }
+    H5::H5File f;
+    try {
+      f.openFile(path, H5F_ACC_RDONLY);
+    } catch (const H5::Exception&) {
+      throw DatasetError(path + ": HDF5 cannot open it (truncated or corrupt); expected a complete HDF5 file");
+    }
+    DatasetInfo info;
+    info.path = path;
+    info.attrs = read_all_attrs(path, "/", f);
+    const std::string schema = need(path, "/", info.attrs, "schema", AttrValue::Kind::string, "\"qattn-dump/1\"").s;
+    const std::string prefix = std::string(kSchemaName) + "/";
+    if (schema.rfind(prefix, 0) != 0 || !is_number(schema.substr(prefix.size()))) {
+      fail(path, "/", "attribute 'schema' = \"" + schema + "\"; expected \"qattn-dump/1\"");
+    }
+    const int version = std::stoi(schema.substr(prefix.size()));
+    if (version > kSchemaVersion) {
+      fail(path, "/", "schema \"" + schema + "\" is newer than this qattn reads (qattn-dump/" + std::to_string(kSchemaVersion) + "); update qattn");
+    }
+    if (version < 1) fail(path, "/", "attribute 'schema' = \"" + schema + "\"; expected \"qattn-dump/1\"");
+    for (const char* key : {"model", "weights", "text_source", "created_by", "created_at"}) {
+      need(path, "/", info.attrs, key, AttrValue::Kind::string, "a string");
+    }
+    const long long n_tokens = need(path, "/", info.attrs, "n_tokens", AttrValue::Kind::integer, "the token count").i;
+
+    if (!f.nameExists("layers") || f.childObjType("layers") != H5O_TYPE_GROUP) {
+      fail(path, "/layers", "missing group; expected /layers/<L> groups holding q, k, v");
+    }
+    const H5::Group layers = f.openGroup("layers");
+    std::vector<std::string> names;
+    for (hsize_t i = 0; i < layers.getNumObjs(); ++i) names.push_back(layers.getObjnameByIdx(i));
+    if (names.empty()) fail(path, "/layers", "is empty; expected at least one layer");
+    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+      if (is_number(a) && is_number(b)) return std::stoll(a) < std::stoll(b);
+      return a < b;
+    });
+    for (const std::string& name : names) {
+      info.layers.push_back(check_layer(path, layers, name));
+      if (info.layers.back().tokens != n_tokens) {
+        fail(path, "/layers/" + name + "/q", "has " + std::to_string(info.layers.back().tokens) +
+                                                  " tokens but the root attribute n_tokens = " + std::to_string(n_tokens) + "; expected equal");
+      }
+    }
+    info.n_tokens = static_cast<int>(n_tokens);
+    if (f.nameExists("tokens")) {
+      const H5::DataSet t = f.openDataSet("tokens");
+      const H5::DataSpace sp = t.getSpace();
+      std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(sp.getSimpleExtentNdims(), 0)));
+      if (!dims.empty()) sp.getSimpleExtentDims(dims.data());
+      if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(n_tokens) || t.getTypeClass() != H5T_INTEGER) {
+        fail(path, "/tokens", "shape " + shape_text(dims) + " " + type_text(t) + "; expected [" + std::to_string(n_tokens) + "] int32");
+      }
+      info.has_tokens = true;
+    }
+    return info;
+  });
+}
+
+LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const SliceRequest& req) {
+  const LayerInfo& l = info.layer(layer);
+  const std::string path = "/layers/" + layer;
+  const int tokens = req.tokens == 0 ? l.tokens : req.tokens;
+  if (tokens < 0 || tokens > l.tokens) {
+    fail(info.path, path, "asked for the first " + std::to_string(req.tokens) + " tokens; the layer has " + std::to_string(l.tokens));
+  }
+  LayerSlice out;
+  const int group = l.q_heads / l.kv_heads;
+  if (req.heads.empty()) {
+    for (int h = 0; h < l.q_heads; ++h) out.q_heads.push_back(h);
+    for (int h = 0; h < l.kv_heads; ++h) out.kv_heads.push_back(h);
+  } else {
+    std::set<int> seen;
+    for (int h : req.heads) {
+      if (h < 0 || h >= l.q_heads) fail(info.path, path, "query head " + std::to_string(h) + " requested; the layer has heads 0.." + std::to_string(l.q_heads - 1));
+      if (!seen.insert(h).second) fail(info.path, path, "query head " + std::to_string(h) + " requested twice");
+      out.q_heads.push_back(h);
+      out.kv_heads.push_back(h / group);
+    }
+  }
+  return with_hdf5_errors(info.path, [&] {
+    const H5::H5File f(info.path, H5F_ACC_RDONLY);
+    const H5::Group g = f.openGroup(path);
+    Problem& p = out.problem;
+    p.q = read_tensor(info.path, g, path, "q", l.dtype, out.q_heads, tokens, l.dim);
+    p.k = read_tensor(info.path, g, path, "k", l.dtype, out.kv_heads, tokens, l.dim);
+    p.v = read_tensor(info.path, g, path, "v", l.dtype, out.kv_heads, tokens, l.dim);
+    p.causal = l.causal;
+    p.window = l.sliding_window;
+    p.softmax_scale = l.softmax_scale;
+    return out;
+  });
+}
+
+void write_dataset(const std::string& path, const std::map<std::string, AttrValue>& attrs,
+                   const std::vector<LayerToWrite>& layers, FormatId dtype, const std::optional<std::vector<int>>& tokens) {
+  if (dtype != FormatId::fp16 && dtype != FormatId::bf16 && dtype != FormatId::fp32) {
+    throw DatasetError(path + ": cannot write dtype " + std::string(name_of(dtype)) + "; expected fp16, bf16 or fp32");
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  struct RemoveOnFailure {
+    const std::string& file;
+    bool done = false;
+    ~RemoveOnFailure() {
+      std::error_code ec;
+      if (!done) std::filesystem::remove(file, ec);
+    }
+  } guard{tmp};
+  with_hdf5_errors(path, [&] {
+    {
+      H5::H5File f(tmp, H5F_ACC_TRUNC);
+      const H5::DataSpace scalar(H5S_SCALAR);
+      const auto put_attr = [&](H5::H5Object& obj, const std::string& name, const AttrValue& v) {
+        switch (v.kind) {
+          case AttrValue::Kind::string: {
+            const H5::StrType st(H5::PredType::C_S1, H5T_VARIABLE);
+            obj.createAttribute(name, st, scalar).write(st, v.s);
+            break;
+          }
+          case AttrValue::Kind::integer:
+            obj.createAttribute(name, H5::PredType::STD_I64LE, scalar).write(H5::PredType::NATIVE_LLONG, &v.i);
+            break;
+          case AttrValue::Kind::real:
+            obj.createAttribute(name, H5::PredType::IEEE_F64LE, scalar).write(H5::PredType::NATIVE_DOUBLE, &v.d);
+            break;
+        }
+      };
+      for (const auto& [k, v] : attrs) put_attr(f, k, v);
+      H5::Group lg = f.createGroup("layers");
+      const Format fmt = format_of(dtype);
+      for (const LayerToWrite& l : layers) {
+        H5::Group g = lg.createGroup(l.name);
+        for (const auto& [name, t] : {std::pair<const char*, const TensorF*>{"q", &l.q}, {"k", &l.k}, {"v", &l.v}}) {
+          const hsize_t dims[3] = {static_cast<hsize_t>(t->heads), static_cast<hsize_t>(t->tokens), static_cast<hsize_t>(t->dim)};
+          const H5::DataSpace sp(3, dims);
+          if (dtype == FormatId::fp32) {
+            g.createDataSet(name, H5::PredType::IEEE_F32LE, sp).write(t->data.data(), H5::PredType::NATIVE_FLOAT);
+          } else {
+            std::vector<std::uint16_t> raw(t->size());
+            for (std::size_t i = 0; i < raw.size(); ++i) {
+              if (!(std::fabs(t->data[i]) <= max_finite(fmt))) {
+                throw DatasetError(path + ": /layers/" + l.name + "/" + name + ": value " + std::to_string(t->data[i]) +
+                                   " at element " + std::to_string(i) + " does not fit " + name_of(dtype) +
+                                   " (max " + std::to_string(max_finite(fmt)) + "); expected finite values in range");
+              }
+              raw[i] = static_cast<std::uint16_t>(encode(fmt, t->data[i]));
+            }
+            const H5::FloatType ht = half_type(dtype);
+            g.createDataSet(name, ht, sp).write(raw.data(), ht);
+          }
+        }
+        put_attr(g, "causal", attr(static_cast<long long>(l.causal ? 1 : 0)));
+        put_attr(g, "sliding_window", attr(static_cast<long long>(l.sliding_window)));
+        put_attr(g, "softmax_scale", attr(l.softmax_scale));
+        put_attr(g, "rope", attr(l.rope));
+      }
+      if (tokens) {
+        const hsize_t n = tokens->size();
+        const H5::DataSpace sp(1, &n);
+        f.createDataSet("tokens", H5::PredType::STD_I32LE, sp).write(tokens->data(), H5::PredType::NATIVE_INT);
+      }
+    }
+    std::filesystem::rename(tmp, path);
+    guard.done = true;
+    return 0;
+  });
+}
+
+}  // namespace qattn

@@ -1,0 +1,32 @@
+#include "reference/channel_stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace qattn {
+
+ChannelOutliers channel_outliers(const TensorF& t, int head, int tokens) {
+  if (head < 0 || head >= t.heads) throw std::invalid_argument("channel_outliers: head " + std::to_string(head) + " out of range");
+  const int n = tokens == 0 ? t.tokens : std::min(tokens, t.tokens);
+  ChannelOutliers s;
+  s.absmax.assign(t.dim, 0.0);
+  for (int i = 0; i < n; ++i) {
+    const float* row = t.row(head, i);
+    for (int c = 0; c < t.dim; ++c) s.absmax[c] = std::max(s.absmax[c], static_cast<double>(std::fabs(row[c])));
+  }
+  std::vector<double> sorted = s.absmax;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t d = sorted.size();
+  s.median = d % 2 ? sorted[d / 2] : 0.5 * (sorted[d / 2 - 1] + sorted[d / 2]);
+  const auto it = std::max_element(s.absmax.begin(), s.absmax.end());
+  s.max = *it;
+  s.max_channel = static_cast<int>(it - s.absmax.begin());
+  s.ratio = s.median > 0 ? s.max / s.median : std::numeric_limits<double>::infinity();
+  s.int8_levels_median = s.max > 0 ? 127.0 * s.median / s.max : 0.0;
+  return s;
+}
+
+}  // namespace qattn

