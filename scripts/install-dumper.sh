@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh >/dev/null
-libs=(torch==2.9.1 transformers==4.57.6 gguf==0.17.1 numpy==2.2.6 h5py==3.15.1)
+libs=(torch==2.9.1 transformers==4.57.6 gguf==0.17.1 accelerate==1.10.1 numpy==2.2.6 h5py==3.15.1)
 # These carry the GGUF weights; they are installed without their dependencies (which would build
 # llama-cpp-python from source): the dumper reads only their .gguf files.
 models=(

@@ -31,6 +31,16 @@ check "e4m3 table nan" 0 "^255,0xff,nan$" -- "$qattn" formats e4m3 --table
 check "e5m2 table -inf" 0 "^252,0xfc,-inf$" -- "$qattn" formats e5m2 --table
 check "unknown format" 1 "unknown format 'fp9'; expected one of: fp32, bf16" -- "$qattn" formats fp9 --table
 check "fp32 table refused" 1 "32-bit format has too many codes" -- "$qattn" formats fp32 --table
+check "inspect help" 0 "--tokens" -- "$qattn" inspect --help
+check "synth help" 0 "--outlier-ratio" -- "$qattn" synth --help
+check "inspect missing file" 1 "nosuch.h5: no such file" -- "$qattn" inspect /nonexistent/nosuch.h5
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check "synth writes" 0 "wrote .*s.h5: 1 layer" -- "$qattn" synth --out "$tmp/s.h5" --tokens 64 --dim 16 --q-heads 2 --kv-heads 1
+check "synth refuses to overwrite" 1 "exists; pass --force" -- "$qattn" synth --out "$tmp/s.h5" --tokens 64 --dim 16
+check "synth bad spec" 1 "synth spec: outlier_channels = 8: expected fewer than half of dim 16" -- "$qattn" synth --out "$tmp/t.h5" --tokens 64 --dim 16 --outlier-channels 8 --outlier-ratio 10
+check "synth bad dtype" 1 "synth --dtype: unknown format 'fp64'" -- "$qattn" synth --out "$tmp/t.h5" --dtype fp64
+check "inspect synth" 0 "model       \"synthetic\"" -- "$qattn" inspect "$tmp/s.h5"
 check "no subcommand" nz "subcommand" -- "$qattn"
 check "bad option" nz "nosuch" -- "$qattn" formats --nosuch
 exit $fail

