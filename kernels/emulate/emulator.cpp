@@ -1,0 +1,378 @@
+#include "kernels/emulate/emulator.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/emulate/accumulator.hpp"
+#include "kernels/formats/codec.hpp"
+
+namespace qattn {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// log2(e) rounded to fp32: kernels fold it into the softmax scale so that exp becomes exp2.
+constexpr float kLog2e = 1.44269504088896340736f;
+
+bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// Orthonormal Hadamard transform of every row (d a power of two), in float64, rounded to fp32.
+void hadamard_rows(TensorF& t) {
+  const int d = t.dim;
+  std::vector<double> x(d);
+  const double norm = 1.0 / std::sqrt(static_cast<double>(d));
+  for (int h = 0; h < t.heads; ++h)
+    for (int n = 0; n < t.tokens; ++n) {
+      float* row = t.row(h, n);
+      for (int c = 0; c < d; ++c) x[c] = row[c];
+      for (int len = 1; len < d; len <<= 1)
+        for (int i = 0; i < d; i += len << 1)
+          for (int j = i; j < i + len; ++j) {
+            const double a = x[j], b = x[j + len];
+            x[j] = a + b;
+            x[j + len] = a - b;
+          }
+      for (int c = 0; c < d; ++c) row[c] = static_cast<float>(x[c] * norm);
+    }
+}
+
+// Subtracts K's mean as the recipe says; returns the per-block means (for the q.mu correction).
+std::vector<float> smooth_k(TensorF& k, const Recipe& r) {
+  const int n = k.tokens, d = k.dim;
+  std::vector<float> block_means;
+  std::vector<double> acc(d);
+  switch (r.k_smoothing) {
+    case KSmoothing::none: break;
+    case KSmoothing::global_mean:
+      for (int h = 0; h < k.heads; ++h) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int j = 0; j < n; ++j)
+          for (int c = 0; c < d; ++c) acc[c] += k(h, j, c);
+        for (int j = 0; j < n; ++j)
+          for (int c = 0; c < d; ++c) k(h, j, c) -= static_cast<float>(acc[c] / n);
+      }
+      break;
+    case KSmoothing::block_mean:
+    case KSmoothing::block_mean_corrected: {
+      const int b = r.k_smoothing_block > 0 ? r.k_smoothing_block : r.tiles.block_k;
+      const int blocks = (n + b - 1) / b;
+      block_means.assign(static_cast<std::size_t>(k.heads) * blocks * d, 0.0f);
+      for (int h = 0; h < k.heads; ++h)
+        for (int blk = 0; blk < blocks; ++blk) {
+          const int j0 = blk * b, j1 = std::min(n, j0 + b);
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int j = j0; j < j1; ++j)
+            for (int c = 0; c < d; ++c) acc[c] += k(h, j, c);
+          float* mu = &block_means[(static_cast<std::size_t>(h) * blocks + blk) * d];
+          for (int c = 0; c < d; ++c) mu[c] = static_cast<float>(acc[c] / (j1 - j0));
+          for (int j = j0; j < j1; ++j)
+            for (int c = 0; c < d; ++c) k(h, j, c) -= mu[c];
+        }
+      break;
+    }
+    case KSmoothing::running_mean:
+      // Key j is shifted by the mean of the keys before it (a decode cache's mean lags one token).
+      for (int h = 0; h < k.heads; ++h) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int j = 0; j < n; ++j) {
+          for (int c = 0; c < d; ++c) {
+            const double raw = k(h, j, c);
+            if (j > 0) k(h, j, c) = static_cast<float>(raw - static_cast<double>(static_cast<float>(acc[c] / j)));
+            acc[c] += raw;
+          }
+        }
+      }
+      break;
+  }
+  return block_means;
+}
+
+// One operand after quantization: values as the matmul sees them.
+struct Operand {
+  bool integer = false;
+  std::vector<std::int8_t> codes;  // integer formats: signed codes [H, N, d]
+  std::vector<float> scales;       // integer formats: one per (h, n, group) (expanded)
+  int groups = 1;                  // scale groups along d
+  TensorF values;                  // float formats: decode(code) * scale; integer: unused
+};
+
+Operand prepare(const TensorF& x, const OperandQuant& oq) {
+  Operand o;
+  const Format f = format_of(oq.spec.format);
+  if (oq.unit_scale) {
+    o.values = x;
+    for (float& e : o.values.data) e = static_cast<float>(round_to(f, e));
+    return o;
+  }
+  const QuantizedTensor qt = quantize(x, oq.spec);
+  if (f.kind == Kind::integer) {
+    o.integer = true;
+    o.groups = oq.spec.granularity == Granularity::group ? x.dim / oq.spec.block : 1;
+    o.codes.resize(qt.codes.size());
+    for (std::size_t i = 0; i < qt.codes.size(); ++i) o.codes[i] = static_cast<std::int8_t>(decode(f, qt.codes[i]));
+    o.scales.resize(static_cast<std::size_t>(x.heads) * x.tokens * o.groups);
+    const int gsize = x.dim / o.groups;
+    for (int h = 0; h < x.heads; ++h)
+      for (int n = 0; n < x.tokens; ++n)
+        for (int g = 0; g < o.groups; ++g)
+          o.scales[(static_cast<std::size_t>(h) * x.tokens + n) * o.groups + g] = qt.scales[qt.scale_index(h, n, g * gsize)];
+    return o;
+  }
+  o.values = dequantize(qt);
+  return o;
+}
+
+struct Prepared {
+  Operand q, k, v;
+  std::vector<float> k_block_means;  // for block_mean_corrected
+  int k_smooth_block = 0;
+  TensorF q_float;                   // Q after rotation, before quantization (for the q.mu correction)
+};
+
+Prepared prepare_all(const Problem& p, const Recipe& r) {
+  TensorF q = p.q, k = p.k;
+  if (r.rotation == Rotation::hadamard) {
+    if (!is_power_of_two(p.q.dim)) {
+      throw std::invalid_argument("recipe field 'rotation': hadamard needs a power-of-two head dim, got " + std::to_string(p.q.dim));
+    }
+    hadamard_rows(q);
+    hadamard_rows(k);
+  }
+  Prepared pr;
+  pr.k_block_means = smooth_k(k, r);
+  pr.k_smooth_block = r.k_smoothing_block > 0 ? r.k_smoothing_block : r.tiles.block_k;
+  if (r.k_smoothing == KSmoothing::block_mean_corrected) pr.q_float = q;
+  pr.q = prepare(q, r.q);
+  pr.k = prepare(k, r.k);
+  pr.v = prepare(p.v, r.v);
+  return pr;
+}
+
+int int_dot(const std::int8_t* a, const std::int8_t* b, int n) {
+  int s = 0;
+  for (int c = 0; c < n; ++c) s += static_cast<int>(a[c]) * static_cast<int>(b[c]);
+  return s;
+}
+
+// Raw score q_i . k_j (before the softmax scale) as the kernel forms it.
+class Scorer {
+ public:
+  Scorer(const Problem& p, const Recipe& r, const Prepared& pr) : p_(p), r_(r), pr_(pr), acc_(r.qk_acc) {}
+
+  float score(int h, int kh, int i, int j, std::vector<double>& terms) const {
+    const int d = p_.q.dim;
+    float s;
+    if (pr_.q.integer) {
+      const int g = pr_.q.groups, gs = d / g;
+      const std::int8_t* a = &pr_.q.codes[(static_cast<std::size_t>(h) * p_.q.tokens + i) * d];
+      const std::int8_t* b = &pr_.k.codes[(static_cast<std::size_t>(kh) * p_.k.tokens + j) * d];
+      const float* sa = &pr_.q.scales[(static_cast<std::size_t>(h) * p_.q.tokens + i) * g];
+      const float* sb = &pr_.k.scales[(static_cast<std::size_t>(kh) * p_.k.tokens + j) * g];
+      if (g == 1) {
+        s = static_cast<float>(int_dot(a, b, d)) * (sa[0] * sb[0]);
+      } else {
+        s = 0;  // llama.cpp-style blocks: one int dot per group, scaled and summed in fp32
+        for (int gi = 0; gi < g; ++gi) s += static_cast<float>(int_dot(a + gi * gs, b + gi * gs, gs)) * (sa[gi] * sb[gi]);
+      }
+    } else {
+      const float* a = pr_.q.values.row(h, i);
+      const float* b = pr_.k.values.row(kh, j);
+      terms.resize(d);
+      for (int c = 0; c < d; ++c) terms[c] = static_cast<double>(a[c]) * b[c];
+      s = acc_.add(0.0f, terms);
+    }
+    if (r_.k_smoothing == KSmoothing::block_mean_corrected) {
+      // Add back q . mu_b for this key's block, in fp32: the exact correction of a per-block mean.
+      const int blocks = (p_.k.tokens + pr_.k_smooth_block - 1) / pr_.k_smooth_block;
+      const float* mu = &pr_.k_block_means[(static_cast<std::size_t>(kh) * blocks + j / pr_.k_smooth_block) * d];
+      const float* qa = pr_.q_float.row(h, i);
+      float corr = 0;
+      for (int c = 0; c < d; ++c) corr += qa[c] * mu[c];
+      s += corr;
+    }
+    return s;
+  }
+
+ private:
+  const Problem& p_;
+  const Recipe& r_;
+  const Prepared& pr_;
+  AccumulatorModel acc_;
+};
+
+struct RowOut {
+  std::vector<float> o;
+  std::vector<double> weights;  // effective weight per key (prob rows only)
+};
+
+// One query row through the tiled online softmax, split-K partials merged at the end.
+void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer& scorer, int h, int i, bool want_weights,
+             RowOut& out) {
+  const int n = p.k.tokens, d = p.q.dim, kh = h / p.group(), bc = r.tiles.block_k;
+  const float c = static_cast<float>(p.scale()) * kLog2e;  // fp32, as a kernel holds it
+  const Format pf = format_of(r.p.spec.format);
+  const bool p_static = !r.p.unit_scale;
+  const float p_mult = p_static ? static_cast<float>(r.p.spec.multiplier) : 1.0f;
+  const AccumulatorModel pv(r.pv_acc);
+
+  // Visible key range, in whole tiles as a kernel iterates them.
+  int lo = 0, hi = n;
+  if (p.causal) hi = i + 1;
+  if (p.window > 0) {
+    lo = std::max(0, i - p.window + 1);
+    if (!p.causal) hi = std::min(n, i + p.window);
+  }
+  const int t0 = lo / bc, t1 = (hi + bc - 1) / bc;
+  const int tiles = std::max(0, t1 - t0);
+  const int per_split = (tiles + r.split_k - 1) / r.split_k;
+
+  std::vector<double> terms, tile_sum(d);
+  std::vector<float> s(bc), pq(bc), pf32(bc);
+  std::vector<float> m_split, l_split;
+  std::vector<std::vector<float>> o_split;
+  std::vector<float> m_at_key;  // running max when each key was quantized (weights only)
+  std::vector<int> split_of_key;
+  if (want_weights) {
+    out.weights.assign(n, 0.0);
+    m_at_key.assign(n, kNegInf);
+    split_of_key.assign(n, -1);
+  }
+
+  for (int sp = 0; sp < r.split_k; ++sp) {
+    float m = kNegInf, l = 0;
+    std::vector<float> o(d, 0.0f);
+    for (int t = t0 + sp * per_split; t < std::min(t1, t0 + (sp + 1) * per_split); ++t) {
+      const int j0 = t * bc, j1 = std::min(n, j0 + bc), w = j1 - j0;
+      float tile_max = kNegInf;
+      for (int jj = 0; jj < w; ++jj) {
+        const int j = j0 + jj;
+        s[jj] = p.visible(i, j) ? scorer.score(h, kh, i, j, terms) * c : kNegInf;
+        tile_max = std::max(tile_max, s[jj]);
+      }
+      float m_new = std::max(m, tile_max);
+      // Lazy rescale (FlashAttention-4): keep the old max while it grew by at most tau.
+      if (r.lazy_rescale_tau > 0 && m != kNegInf && m_new - m <= static_cast<float>(r.lazy_rescale_tau)) m_new = m;
+      if (m_new == kNegInf) continue;  // nothing visible yet
+      const float alpha = m == kNegInf ? 0.0f : std::exp2(m - m_new);
+      float row_sum = 0;
+      for (int jj = 0; jj < w; ++jj) {
+        const float pv_float = s[jj] == kNegInf ? 0.0f : std::exp2(s[jj] - m_new);
+        pf32[jj] = pv_float;
+        // P quantized against the running max with the static multiplier: value in the code domain.
+        pq[jj] = static_cast<float>(decode(pf, quantize(pf, pv_float, p_mult)));
+        row_sum += r.denominator == Denominator::quantized_p ? pq[jj] : pv_float;
+        if (want_weights) {
+          m_at_key[j0 + jj] = m_new;
+          split_of_key[j0 + jj] = sp;
+          out.weights[j0 + jj] = pq[jj];
+        }
+      }
+      l = alpha * l + row_sum;
+      for (int cc = 0; cc < d; ++cc) o[cc] *= alpha;
+      const TensorF& vv = pr.v.values;
+      switch (r.pv_acc.kind) {
+        case Accumulator::Kind::exact:
+          std::fill(tile_sum.begin(), tile_sum.end(), 0.0);
+          for (int jj = 0; jj < w; ++jj) {
+            const float* vr = vv.row(kh, j0 + jj);
+            const double pj = pq[jj];
+            for (int cc = 0; cc < d; ++cc) tile_sum[cc] += pj * vr[cc];
+          }
+          for (int cc = 0; cc < d; ++cc) o[cc] = static_cast<float>(static_cast<double>(o[cc]) + tile_sum[cc]);
+          break;
+        case Accumulator::Kind::fp32:
+          for (int jj = 0; jj < w; ++jj) {
+            const float* vr = vv.row(kh, j0 + jj);
+            const float pj = pq[jj];
+            for (int cc = 0; cc < d; ++cc) o[cc] += pj * vr[cc];
+          }
+          break;
+        default:
+          terms.resize(w);
+          for (int cc = 0; cc < d; ++cc) {
+            for (int jj = 0; jj < w; ++jj) terms[jj] = static_cast<double>(pq[jj]) * vv(kh, j0 + jj, cc);
+            o[cc] = pv.add(o[cc], terms);
+          }
+      }
+      m = m_new;
+    }
+    m_split.push_back(m);
+    l_split.push_back(l);
+    o_split.push_back(std::move(o));
+  }
+
+  // Merge split partials by online softmax (one split: the identity).
+  float M = kNegInf;
+  for (float m : m_split) M = std::max(M, m);
+  float L = 0;
+  out.o.assign(d, 0.0f);
+  std::vector<float> f(m_split.size());
+  for (std::size_t k = 0; k < m_split.size(); ++k) {
+    f[k] = m_split[k] == kNegInf ? 0.0f : std::exp2(m_split[k] - M);
+    L += f[k] * l_split[k];
+    for (int cc = 0; cc < d; ++cc) out.o[cc] += f[k] * o_split[k][cc];
+  }
+  const float denom = r.denominator == Denominator::quantized_p ? L : L * p_mult;
+  for (int cc = 0; cc < d; ++cc) out.o[cc] /= denom;
+  if (want_weights) {
+    for (int j = 0; j < n; ++j) {
+      if (split_of_key[j] < 0) continue;
+      const int sp = split_of_key[j];
+      // The factors the online softmax applied to this key's P afterwards, in float64.
+      out.weights[j] *= std::exp2(static_cast<double>(m_at_key[j]) - m_split[sp]) * f[sp] / denom;
+    }
+  }
+}
+
+}  // namespace
+
+EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions& opt) {
+  validate(p);
+  validate(r);
+  for (int i : opt.prob_rows) {
+    if (i < 0 || i >= p.q.tokens) throw std::invalid_argument("emulate: probability row " + std::to_string(i) + " is outside [0, " + std::to_string(p.q.tokens) + ")");
+  }
+  const Prepared pr = prepare_all(p, r);
+  const Scorer scorer(p, r, pr);
+  EmulatorResult res;
+  res.rows = p.rows.resolve(p.q.tokens);
+  res.prob_rows = opt.prob_rows;
+  const int hq = p.q.heads, d = p.q.dim, nr = static_cast<int>(res.rows.size()), np = static_cast<int>(res.prob_rows.size());
+  res.out = TensorF(hq, nr, d);
+  res.probs = TensorD(hq, np, p.k.tokens);
+  const long tasks = static_cast<long>(hq) * (nr + np);
+  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 8) num_threads(threads)
+  for (long t = 0; t < tasks; ++t) {
+    const int h = static_cast<int>(t / (nr + np)), k = static_cast<int>(t % (nr + np));
+    RowOut ro;
+    if (k < nr) {
+      run_row(p, r, pr, scorer, h, res.rows[k], false, ro);
+      std::copy(ro.o.begin(), ro.o.end(), res.out.row(h, k));
+    } else {
+      run_row(p, r, pr, scorer, h, res.prob_rows[k - nr], true, ro);
+      std::copy(ro.weights.begin(), ro.weights.end(), res.probs.row(h, k - nr));
+    }
+  }
+  return res;
+}
+
+std::vector<int> integer_logits(const Problem& p, const Recipe& r, int h, int i, int j) {
+  validate(r);
+  if (format_of(r.q.spec.format).kind != Kind::integer) throw std::invalid_argument("integer_logits: the recipe's QK^T is not integer");
+  const Prepared pr = prepare_all(p, r);
+  const int d = p.q.dim, g = pr.q.groups, gs = d / g, kh = h / p.group();
+  std::vector<int> out(g);
+  for (int gi = 0; gi < g; ++gi) {
+    out[gi] = int_dot(&pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d + gi * gs],
+                      &pr.k.codes[(static_cast<std::size_t>(kh) * p.k.tokens + j) * d + gi * gs], gs);
+  }
+  return out;
+}
+
+}  // namespace qattn

@@ -1,0 +1,35 @@
+#pragma once
+// The quantized flash-attention emulator: attention computed the way a tiled quantized kernel
+// computes it (same key tiles, same online softmax in exp2, same rounding at every step), so that
+// its distance from the float64 reference is the recipe's true cost and GPU kernels can be checked
+// against it. Rows are independent and run in parallel; results do not depend on the thread count.
+#include <vector>
+
+#include "kernels/recipe/recipe.hpp"
+#include "reference/problem.hpp"
+
+namespace qattn {
+
+struct EmulatorOptions {
+  std::vector<int> prob_rows;  // query rows whose effective probability rows are handed back
+  int threads = 0;             // 0 = OpenMP's default; tuning only, never changes results
+};
+
+struct EmulatorResult {
+  std::vector<int> rows;       // evaluated query rows (the problem's selection), sorted
+  TensorF out;                 // [Hq, rows.size(), d], fp32 as the kernel writes it
+  std::vector<int> prob_rows;
+  // [Hq, prob_rows.size(), N]: the weight each key actually received in the output (the quantized
+  // P rescaled by the online softmax's factors and divided by l); flushed keys hold exactly 0.
+  TensorD probs;
+};
+
+// Throws std::invalid_argument for an invalid recipe (naming the field) or problem.
+EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions& opt = {});
+
+// Integer QK^T logits of an integer recipe before any scale: sum over the head dim of the Q and K
+// codes (after smoothing and rotation), per group when the recipe uses group scales. A test hook
+// for bit-exact comparisons. Returns [groups] int32 values for query i of head h against key j.
+std::vector<int> integer_logits(const Problem& p, const Recipe& r, int h, int i, int j);
+
+}  // namespace qattn

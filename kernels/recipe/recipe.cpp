@@ -1,0 +1,79 @@
+#include "kernels/recipe/recipe.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace qattn {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& why) {
+  throw std::invalid_argument("recipe field '" + field + "': " + why);
+}
+
+void check_operand(const OperandQuant& o, const char* name) {
+  const std::string n = name;
+  const Format f = format_of(o.spec.format);
+  if (o.unit_scale) {
+    if (f.kind == Kind::integer) bad(n + ".scale", std::string("an integer format (") + name_of(o.spec.format) + ") needs a scale rule, not unit scale");
+    return;
+  }
+  if (o.spec.format == FormatId::e8m0) bad(n + ".format", "e8m0 is a scale format, not an element format");
+  if (o.spec.granularity == Granularity::block && o.spec.block <= 0) bad(n + ".block", "block granularity needs a positive token count");
+  if (o.spec.granularity == Granularity::group && o.spec.block <= 0) bad(n + ".block", "group granularity needs a positive element count");
+  if (o.spec.rule == ScaleRule::static_multiplier && !(o.spec.multiplier > 0 && std::isfinite(o.spec.multiplier))) {
+    bad(n + ".static", "the static multiplier must be positive and finite");
+  }
+  if (format_of(o.spec.scale_format).kind == Kind::integer) bad(n + ".scale_format", "scales are stored in a float format");
+}
+
+void check_acc(const Accumulator& a, const char* name) {
+  const std::string n = name;
+  if (a.chunk <= 0) bad(n + ".chunk", "must be positive (16 or 32 on real MMA units)");
+  if (a.align_bits < 2 || a.align_bits > 60) bad(n + ".align_bits", "expected 2..60");
+  if (a.chunk_mantissa_bits < 1 || a.chunk_mantissa_bits > 52) bad(n + ".chunk_mantissa_bits", "expected 1..52");
+  if (a.acc_mantissa_bits < 1 || a.acc_mantissa_bits > 23) bad(n + ".acc_mantissa_bits", "expected 1..23 (an fp32 register holds at most 23)");
+  if (a.flush_every < 0) bad(n + ".flush_every", "must be >= 0 (0 = single level)");
+}
+
+}  // namespace
+
+void validate(const Recipe& r) {
+  check_operand(r.q, "q");
+  check_operand(r.k, "k");
+  check_operand(r.p, "p");
+  check_operand(r.v, "v");
+  check_acc(r.qk_acc, "qk_acc");
+  check_acc(r.pv_acc, "pv_acc");
+  const bool qi = format_of(r.q.spec.format).kind == Kind::integer, ki = format_of(r.k.spec.format).kind == Kind::integer;
+  if (qi != ki) bad("q.format/k.format", "QK^T needs both operands integer or both float");
+  if (qi) {
+    for (const auto* o : {&r.q, &r.k}) {
+      if (o->spec.granularity == Granularity::channel) {
+        bad(o == &r.q ? "q.granularity" : "k.granularity",
+            "a per-channel scale varies along the head dim, so an integer QK^T cannot factor it out; use tensor, head, token, block or group");
+      }
+    }
+    if (r.q.spec.granularity == Granularity::group || r.k.spec.granularity == Granularity::group) {
+      if (r.q.spec.granularity != r.k.spec.granularity || r.q.spec.block != r.k.spec.block) {
+        bad("q.granularity/k.granularity", "group scales on an integer QK^T need the same group on Q and K (one int dot per group)");
+      }
+    }
+    if (r.qk_acc.kind != Accumulator::Kind::exact) bad("qk_acc", "integer QK^T accumulates in int32, exactly: use 'exact'");
+  }
+  if (r.p.unit_scale == false && r.p.spec.rule != ScaleRule::static_multiplier) {
+    bad("p.scale", "P is quantized with a static multiplier (P <= 1 after the running max: 127, 448, 240)");
+  }
+  if (r.tiles.block_q <= 0 || r.tiles.block_k <= 0) bad("tiles", "block sizes must be positive");
+  if (r.split_k < 1) bad("split_k", "must be >= 1");
+  if (!(r.lazy_rescale_tau >= 0) || !std::isfinite(r.lazy_rescale_tau)) bad("lazy_rescale_tau", "must be >= 0 (0 = always rescale)");
+  if (r.k_smoothing_block < 0) bad("k_smoothing_block", "must be >= 0 (0 = the K tile)");
+  if (r.q_smoothing) bad("q_smoothing", "not implemented yet in the emulator");
+  if (r.v_smoothing) bad("v_smoothing", "not implemented yet in the emulator");
+  if (r.softmax != SoftmaxKind::float_online) bad("softmax", "only float_online is implemented yet in the emulator");
+  if (r.qk_acc.kind == Accumulator::Kind::mma || r.qk_acc.kind == Accumulator::Kind::fp16) {
+    bad("qk_acc", "only exact and fp32 are implemented yet for QK^T");
+  }
+}
+
+}  // namespace qattn

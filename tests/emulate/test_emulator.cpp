@@ -1,0 +1,315 @@
+// The emulator against the float64 reference, against hand-worked cases, and against itself
+// (tiles, threads, split-K), per the recipe features implemented so far.
+#include <cmath>
+#include <random>
+
+#include "kernels/emulate/accumulator.hpp"
+#include "kernels/emulate/emulator.hpp"
+#include "kernels/formats/codec.hpp"
+#include "reference/attention.hpp"
+#include "reference/metrics.hpp"
+#include "tests/catch.hpp"
+#include "tests/error_text.hpp"
+#include "tests/reference/test_helpers.hpp"
+
+using namespace qattn;
+using qattn::test::random_problem;
+
+namespace {
+
+OperandQuant unit(FormatId f) {
+  OperandQuant o;
+  o.spec.format = f;
+  o.unit_scale = true;
+  return o;
+}
+
+OperandQuant scaled(FormatId f, Granularity g, int block = 0) {
+  OperandQuant o;
+  o.spec.format = f;
+  o.spec.granularity = g;
+  o.spec.block = block;
+  o.unit_scale = false;
+  return o;
+}
+
+OperandQuant static_p(FormatId f, double multiplier) {
+  OperandQuant o = scaled(f, Granularity::tensor);
+  o.spec.rule = ScaleRule::static_multiplier;
+  o.spec.multiplier = multiplier;
+  return o;
+}
+
+Recipe fp32_recipe() {
+  Recipe r;
+  r.q = r.k = r.p = r.v = unit(FormatId::fp32);
+  r.qk_acc.kind = Accumulator::Kind::fp32;
+  r.pv_acc.kind = Accumulator::Kind::fp32;
+  return r;
+}
+
+std::vector<double> as_double(const TensorF& t) { return {t.data.begin(), t.data.end()}; }
+
+ErrorMetrics versus_reference(const Problem& p, const Recipe& r) {
+  const ReferenceResult ref = reference_attention(p);
+  return compare(ref.out.data, as_double(emulate(p, r).out));
+}
+
+ErrorMetrics between(const TensorF& a, const TensorF& b) { return compare(as_double(a), as_double(b)); }
+
+}  // namespace
+
+TEST_CASE("all-fp32 recipe matches the float64 reference to fp32 accumulation error", "[emulate]") {
+  Problem p = random_problem(4, 2, 300, 64, 3);
+  p.causal = true;
+  // fp32 products and sums over d = 64 and <= 300 keys, fp32 exp2: ~1e-7 per step, ~1e-6 in all.
+  CHECK(versus_reference(p, fp32_recipe()).rel_l2 < 1e-5);
+  Recipe exact = fp32_recipe();
+  exact.qk_acc.kind = exact.pv_acc.kind = Accumulator::Kind::exact;
+  CHECK(versus_reference(p, exact).rel_l2 < 1e-5);
+}
+
+TEST_CASE("K mean smoothing: global exact, per-block inexact unless corrected", "[emulate]") {
+  Problem p = random_problem(2, 1, 256, 32, 9);
+  for (int j = 0; j < 256; ++j)
+    for (int c = 0; c < 32; ++c) p.k(0, j, c) += static_cast<float>(c % 5) - 2.0f + 0.02f * static_cast<float>(j);  // drifting means
+  const ReferenceResult ref = reference_attention(p);
+  Recipe r = fp32_recipe();
+  r.tiles.block_k = 32;
+  r.k_smoothing = KSmoothing::global_mean;
+  // Exact identity; only fp32 rounding of the subtraction and the scores differs.
+  CHECK(compare(ref.out.data, as_double(emulate(p, r).out)).rel_l2 < 1e-5);
+  r.k_smoothing = KSmoothing::block_mean;
+  const double uncorrected = compare(ref.out.data, as_double(emulate(p, r).out)).rel_l2;
+  CHECK(uncorrected > 1e-2);  // each block's keys shift by a different q . mu_b: a real change
+  r.k_smoothing = KSmoothing::block_mean_corrected;
+  CHECK(compare(ref.out.data, as_double(emulate(p, r).out)).rel_l2 < 1e-5);
+  r.k_smoothing = KSmoothing::running_mean;
+  CHECK(compare(ref.out.data, as_double(emulate(p, r).out)).rel_l2 > 1e-3);  // lagging mean: not exact
+}
+
+TEST_CASE("on K with a 40x outlier channel, smoothing buys int8 per-tensor K more than 10 dB", "[emulate]") {
+  Problem p = random_problem(2, 1, 512, 64, 17);
+  // Channel 5 carries a large bias (40x the other channels' absmax), as real K outliers do.
+  float absmax = 0;
+  for (int j = 0; j < 512; ++j)
+    for (int c = 0; c < 64; ++c) absmax = std::max(absmax, std::fabs(p.k(0, j, c)));
+  for (int j = 0; j < 512; ++j) p.k(0, j, 5) = 40.0f * absmax + 0.5f * p.k(0, j, 5);
+  Recipe r = fp32_recipe();
+  r.q = scaled(FormatId::int8, Granularity::tensor);
+  r.k = scaled(FormatId::int8, Granularity::tensor);
+  r.qk_acc.kind = Accumulator::Kind::exact;
+  const double plain = versus_reference(p, r).sqnr_db;
+  r.k_smoothing = KSmoothing::global_mean;
+  const double smoothed = versus_reference(p, r).sqnr_db;
+  INFO("int8 per-tensor K: " << plain << " dB plain, " << smoothed << " dB smoothed");
+  CHECK(smoothed - plain > 10);
+}
+
+TEST_CASE("integer QK^T logits equal an independent int64 dot product of the codes", "[emulate]") {
+  const Problem p = random_problem(2, 1, 40, 64, 23);
+  for (auto [fmt, gran, block] : {std::tuple{FormatId::int8, Granularity::token, 0}, std::tuple{FormatId::int4, Granularity::block, 16},
+                                  std::tuple{FormatId::int8, Granularity::group, 32}, std::tuple{FormatId::int4, Granularity::tensor, 0}}) {
+    Recipe r = fp32_recipe();
+    r.q = scaled(fmt, gran, block);
+    r.k = scaled(fmt, gran, block);
+    r.qk_acc.kind = Accumulator::Kind::exact;
+    const QuantizedTensor qq = quantize(p.q, r.q.spec), qk = quantize(p.k, r.k.spec);
+    const Format f = format_of(fmt);
+    const int groups = gran == Granularity::group ? 64 / block : 1, gs = 64 / groups;
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 40; i += 7)
+        for (int j = 0; j < 40; j += 5) {
+          const std::vector<int> got = integer_logits(p, r, h, i, j);
+          REQUIRE(static_cast<int>(got.size()) == groups);
+          for (int g = 0; g < groups; ++g) {
+            std::int64_t want = 0;
+            for (int c = g * gs; c < (g + 1) * gs; ++c) {
+              want += static_cast<std::int64_t>(decode(f, qq.codes[p.q.index(h, i, c)])) *
+                      static_cast<std::int64_t>(decode(f, qk.codes[p.k.index(0, j, c)]));
+            }
+            REQUIRE(got[g] == want);
+          }
+        }
+  }
+}
+
+TEST_CASE("tile sizes change a float recipe only at fp32 rounding; threads change nothing", "[emulate]") {
+  Problem p = random_problem(3, 3, 200, 32, 5);
+  p.causal = true;
+  Recipe a = fp32_recipe(), b = fp32_recipe();
+  a.tiles.block_k = 16;
+  b.tiles.block_k = 128;
+  // Different rescale points and summation orders in fp32: a few ulps of O(1) outputs.
+  CHECK(between(emulate(p, a).out, emulate(p, b).out).rel_l2 < 1e-5);
+  Recipe q = fp32_recipe();
+  q.q = q.k = scaled(FormatId::int8, Granularity::token);
+  q.qk_acc.kind = Accumulator::Kind::exact;
+  q.p = static_p(FormatId::e4m3, 448);
+  q.v = scaled(FormatId::e4m3, Granularity::channel);
+  EmulatorOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  one.prob_rows = two.prob_rows = {0, 99, 199};
+  const EmulatorResult x = emulate(p, q, one), y = emulate(p, q, two);
+  CHECK(x.out.data == y.out.data);  // bit for bit
+  CHECK(x.probs.data == y.probs.data);
+}
+
+TEST_CASE("split-K decode equals the unsplit computation within fp32 rounding", "[emulate]") {
+  Problem p = random_problem(8, 2, 1000, 64, 41);
+  p.causal = true;
+  p.rows = RowSelection::range_of(999, 1000);  // the single decode query
+  Recipe r = fp32_recipe();
+  r.q = r.k = scaled(FormatId::int8, Granularity::token);
+  r.qk_acc.kind = Accumulator::Kind::exact;
+  r.tiles.block_k = 32;
+  const TensorF whole = emulate(p, r).out;
+  for (int splits : {2, 7, 32}) {
+    r.split_k = splits;
+    // The merge rescales each partial once more in fp32: ~1e-7 relative per output.
+    CHECK(between(whole, emulate(p, r).out).rel_l2 < 1e-6);
+  }
+}
+
+TEST_CASE("int8 P at 127 zeroes exactly the entries below 0.5/127 of the running max", "[emulate]") {
+  Problem p = random_problem(1, 1, 512, 64, 77);
+  for (float& x : p.q.data) x *= 2.5f;  // sharper rows: many entries fall below the threshold
+  Recipe r = fp32_recipe();
+  r.p = static_p(FormatId::int8, 127);
+  r.tiles.block_k = 512;  // one key tile: the running max is the row max
+  ReferenceOptions ro;
+  EmulatorOptions eo;
+  for (int i = 0; i < 512; i += 64) ro.prob_rows.push_back(i), eo.prob_rows.push_back(i);
+  const ReferenceResult ref = reference_attention(p, ro);
+  const EmulatorResult emu = emulate(p, r, eo);
+  int flushed = 0, borderline = 0;
+  for (int k = 0; k < static_cast<int>(ro.prob_rows.size()); ++k) {
+    const double* pr = ref.probs.row(0, k);
+    const double* pe = emu.probs.row(0, k);
+    double pmax = 0, dropped_ref = 0, dropped_emu = 0;
+    for (int j = 0; j < 512; ++j) pmax = std::max(pmax, pr[j]);
+    for (int j = 0; j < 512; ++j) {
+      const double ratio = pr[j] / pmax;
+      // fp32 scores and exp2 put P within ~1e-5 relative of the float64 ratio: only entries that
+      // close to the threshold may fall either way.
+      if (std::fabs(ratio * 127 / 0.5 - 1) < 1e-4) {
+        ++borderline;
+        continue;
+      }
+      const bool below = ratio < 0.5 / 127;
+      REQUIRE((pe[j] == 0.0) == below);
+      if (below) dropped_ref += pr[j], ++flushed;
+      if (pe[j] == 0.0) dropped_emu += pr[j];
+    }
+    CHECK(dropped_emu == dropped_ref);  // the same keys, so the same reference mass
+  }
+  CHECK(flushed > 100);
+  CHECK(borderline < 3);
+}
+
+TEST_CASE("accumulator models on hand-worked cases", "[emulate][accumulator]") {
+  const auto add = [](Accumulator a, float acc, std::vector<double> t) { return AccumulatorModel(a).add(acc, t); };
+  Accumulator exact, fp32, mma;
+  exact.kind = Accumulator::Kind::exact;
+  fp32.kind = Accumulator::Kind::fp32;
+  mma.kind = Accumulator::Kind::mma;
+  mma.chunk = 4;
+  // A large product beside small ones: 1 + 3 * 2^-25.
+  const std::vector<double> big_small{1.0, 0x1p-25, 0x1p-25, 0x1p-25};
+  CHECK(add(exact, 0, big_small) == static_cast<float>(1.0 + 3 * 0x1p-25));  // one rounding: 1 + 2^-23
+  CHECK(add(fp32, 0, big_small) == 1.0f);                                     // each 2^-25 is lost alone
+  mma.align_bits = 24;  // quantum 2^-23 below the chunk's top: the small products truncate to 0
+  CHECK(add(mma, 0, big_small) == 1.0f);
+  mma.align_bits = 30;  // quantum 2^-29: kept; chunk sum 1 + 3 2^-25 rounded to 23 bits = 1 + 2^-23
+  CHECK(add(mma, 0, big_small) == 1.0f + 0x1p-23f);
+  // A small sum added to a large accumulator, 13-bit accumulator ("fp22"): ulp(1) = 2^-13.
+  mma.align_bits = 40;
+  mma.acc_mantissa_bits = 13;
+  CHECK(add(mma, 1.0f, {0x1p-14}) == 1.0f);                          // tie, to even: stays 1
+  CHECK(add(mma, 1.0f + 0x1p-13f, {0x1p-14}) == 1.0f + 0x1p-12f);    // tie, to even: up
+  mma.add_rounding = Rounding::toward_zero;
+  CHECK(add(mma, 1.0f + 0x1p-13f, {0x1p-14}) == 1.0f + 0x1p-13f);    // truncated
+  CHECK(add(mma, 1.0f, {0x1.8p-14}) == 1.0f);                        // 1.5 half-ulps, truncated
+  mma.add_rounding = Rounding::nearest_even;
+  CHECK(add(mma, 1.0f, {0x1.8p-14}) == 1.0f + 0x1p-13f);             // rounds up
+  // Two-level accumulation recovers what the 13-bit accumulator loses: 1 + 1000 chunks of 2^-14.
+  mma.chunk = 1;
+  std::vector<double> many(1001, 0x1p-14);
+  many[0] = 1.0;
+  CHECK(add(mma, 0, many) == 1.0f);  // every 2^-14 is a tie that rounds back to 1
+  mma.flush_every = 1;
+  CHECK(add(mma, 0, many) == static_cast<float>(1.0 + 1000 * 0x1p-14));  // exact in fp32
+  // fp16 accumulation saturates at 65504 rather than overflowing.
+  Accumulator fp16;
+  fp16.kind = Accumulator::Kind::fp16;
+  CHECK(add(fp16, 0, {60000.0, 60000.0}) == 65504.0f);
+  CHECK(add(fp16, 0, {2048.0, 1.0}) == 2048.0f);  // ulp(2048) in fp16 is 2: 2049 ties to even 2048
+}
+
+TEST_CASE("lazy rescale lets P exceed 1 and e4m3 at 448 saturates; the error grows with N", "[emulate]") {
+  // Random keys, one query direction: the running max of a causal row creeps up as keys arrive,
+  // by less than tau per tile, so P reaches up to 2^tau and P * 448 saturates e4m3. Longer rows
+  // give the max more room to creep (it grows like sqrt(2 ln N) standard deviations).
+  const auto error_for = [](int n, double tau) {
+    Problem p = random_problem(1, 1, n, 16, 11);
+    for (float& x : p.q.data) x *= 3.0f;
+    p.causal = true;
+    p.rows = RowSelection::range_of(n - 32, n);
+    Recipe r = fp32_recipe();
+    r.p = static_p(FormatId::e4m3, 448);
+    r.tiles.block_k = 16;
+    r.lazy_rescale_tau = tau;
+    return versus_reference(p, r).rel_l2;
+  };
+  const double eager = error_for(4096, 0.0), lazy_short = error_for(256, 8.0), lazy_long = error_for(4096, 8.0);
+  INFO("eager N=4096 " << eager << ", lazy N=256 " << lazy_short << ", lazy N=4096 " << lazy_long);
+  CHECK(lazy_long > 10 * eager);  // saturation, not e4m3 rounding, dominates
+  CHECK(lazy_long > lazy_short);
+}
+
+TEST_CASE("hand-checked three-key examples", "[emulate]") {
+  // One query, three keys, d = 1, scale 1: scores 0, ln 2 and -7, so P = 1/2, 1 and e^-7 / 2.
+  Problem p;
+  p.q = TensorF(1, 3, 1);
+  p.k = TensorF(1, 3, 1);
+  p.v = TensorF(1, 3, 1);
+  p.softmax_scale = 1.0;
+  p.q.data = {1, 1, 1};
+  p.k.data = {0.0f, static_cast<float>(std::log(2.0)), -7.0f};
+  p.v.data = {10, 20, 1000};
+  p.rows = RowSelection::range_of(0, 1);
+  // Reference: weights 1 : 2 : e^-7 over their sum.
+  const double e7 = std::exp(-7.0), want = (10 + 40 + 1000 * e7) / (3 + e7);
+  Recipe r = fp32_recipe();
+  CHECK(std::fabs(emulate(p, r).out(0, 0, 0) - want) < 1e-4);  // fp32: ~1e-7 relative of ~17
+  // int8 P at 127: P = 0.5, 1, e^-7 / 2 ~ 4.6e-4 < 0.5/127 -> codes 64 (63.5 ties to even), 127, 0.
+  r.p = static_p(FormatId::int8, 127);
+  CHECK(emulate(p, r).out(0, 0, 0) == static_cast<float>((64.0 * 10 + 127.0 * 20) / (64.0 + 127.0)));  // renormalized
+  r.denominator = Denominator::float_p;
+  // l from float P (1.5 + e^-7/2): the output shrinks by the flushed and rounded mass.
+  const double got = emulate(p, r).out(0, 0, 0), shrunk = (64.0 * 10 + 127.0 * 20) / 127.0 / (1.5 + std::exp(-7.0) / 2);
+  CHECK(std::fabs(got - shrunk) < 1e-4);
+}
+
+TEST_CASE("bad recipes are one clear error naming the field", "[emulate][errors]") {
+  const Problem p = random_problem(1, 1, 8, 8, 1);
+  Recipe r = fp32_recipe();
+  r.q = scaled(FormatId::int8, Granularity::channel);
+  r.k = scaled(FormatId::int8, Granularity::channel);
+  r.qk_acc.kind = Accumulator::Kind::exact;
+  CHECK(error_text([&] { (void)emulate(p, r); }).find("recipe field 'q.granularity': a per-channel scale varies along the head dim") != std::string::npos);
+  r = fp32_recipe();
+  r.q = scaled(FormatId::int8, Granularity::token);
+  CHECK(error_text([&] { (void)emulate(p, r); }).find("recipe field 'q.format/k.format'") != std::string::npos);
+  r = fp32_recipe();
+  r.p = scaled(FormatId::int8, Granularity::token);
+  CHECK(error_text([&] { (void)emulate(p, r); }).find("recipe field 'p.scale'") != std::string::npos);
+  r = fp32_recipe();
+  r.split_k = 0;
+  CHECK(error_text([&] { (void)emulate(p, r); }).find("recipe field 'split_k'") != std::string::npos);
+  r = fp32_recipe();
+  r.rotation = Rotation::hadamard;
+  const Problem odd = random_problem(1, 1, 8, 6, 1);
+  CHECK(error_text([&] { (void)emulate(odd, r); }).find("hadamard needs a power-of-two head dim, got 6") != std::string::npos);
+}
