@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/cli/commands.hpp"
+#include "kernels/emulate/emulator.hpp"
 #include "reference/attention.hpp"
 
 namespace qattn::cli {
@@ -59,7 +60,48 @@ Action add_bench_command(CLI::App& app) {
   ref->add_option("--gemm-n", o->gemm_n, "Square GEMM size for the Eigen baseline")->check(CLI::PositiveNumber);
   ref->add_option("--block-q", o->block_q, "Reference query block")->check(CLI::PositiveNumber);
   ref->add_option("--block-k", o->block_k, "Reference key block")->check(CLI::PositiveNumber);
-  return [o, ref]() {
+  auto* emu = bench->add_subcommand("emulate", "The emulator beside the float64 reference on the same head, same run");
+  auto eo = std::make_shared<Opts>();
+  eo->reps = 2;
+  emu->add_option("--tokens", eo->tokens, "Context length N (one head, all rows, not causal)")->check(CLI::PositiveNumber);
+  emu->add_option("--head-dims", eo->dims, "Head dims d")->delimiter(',');
+  emu->add_option("--reps", eo->reps, "Repetitions; the best time is reported")->check(CLI::PositiveNumber);
+  auto emulate_action = [eo]() {
+    // int8 QK (per token) + e4m3 P (static 448) + e4m3 V (per channel), exact accumulators; then
+    // the same recipe with each accumulator-emulation mode on PV, reported, not targeted.
+    Recipe r;
+    r.q.unit_scale = r.k.unit_scale = r.p.unit_scale = r.v.unit_scale = false;
+    r.q.spec.format = r.k.spec.format = FormatId::int8;
+    r.q.spec.granularity = r.k.spec.granularity = Granularity::token;
+    r.p.spec.format = FormatId::e4m3;
+    r.p.spec.rule = ScaleRule::static_multiplier;
+    r.p.spec.multiplier = 448;
+    r.v.spec.format = FormatId::e4m3;
+    r.v.spec.granularity = Granularity::channel;
+    r.qk_acc.kind = Accumulator::Kind::exact;
+    r.pv_acc.kind = Accumulator::Kind::exact;
+    for (int d : eo->dims) {
+      const Problem p = random_problem(eo->tokens, d, 99);
+      const double ref_s = best_seconds(eo->reps, [&] { (void)reference_attention(p); });
+      const double emu_s = best_seconds(eo->reps, [&] { (void)emulate(p, r); });
+      fmt::print("N={:<6} d={:<4} threads={}  reference {:8.1f} ms  emulator {:8.1f} ms  ratio {:.2f}  "
+                 "(int8 QK per token, e4m3 P 448, e4m3 V per channel, exact accumulators)\n",
+                 eo->tokens, d, omp_get_max_threads(), ref_s * 1e3, emu_s * 1e3, emu_s / ref_s);
+      for (auto [name, kind] : {std::pair{"fp32", Accumulator::Kind::fp32}, std::pair{"fp16", Accumulator::Kind::fp16},
+                                std::pair{"mma fp22", Accumulator::Kind::mma}}) {
+        Recipe m = r;
+        m.pv_acc.kind = kind;
+        m.pv_acc.chunk_mantissa_bits = kind == Accumulator::Kind::mma ? 13 : 23;
+        m.pv_acc.acc_mantissa_bits = kind == Accumulator::Kind::mma ? 13 : 23;
+        m.pv_acc.chunk_rounding = m.pv_acc.add_rounding = Rounding::toward_zero;
+        const double t = best_seconds(1, [&] { (void)emulate(p, m); });
+        fmt::print("    PV accumulator {:<9} {:8.1f} ms  ({:.1f}x the exact mode)\n", name, t * 1e3, t / emu_s);
+      }
+    }
+    return 0;
+  };
+  return [o, ref, emu, emulate_action]() {
+    if (emu->parsed()) return emulate_action();
     if (!ref->parsed()) return 1;
     const int threads = omp_get_max_threads();
     Eigen::setNbThreads(threads);

@@ -10,6 +10,7 @@
 
 #include "kernels/emulate/accumulator.hpp"
 #include "kernels/formats/codec.hpp"
+#include "kernels/formats/value_table.hpp"
 
 namespace qattn {
 
@@ -219,6 +220,14 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
   const bool p_static = !r.p.unit_scale;
   const float p_mult = p_static ? static_cast<float>(r.p.spec.multiplier) : 1.0f;
   const AccumulatorModel pv(r.pv_acc);
+  const bool p_table = pf.bits <= 16;
+  thread_local std::vector<std::pair<FormatId, NonNegativeRounder>> rounders;
+  const NonNegativeRounder* rounder = nullptr;
+  if (p_table) {
+    for (auto& [id, rr] : rounders)
+      if (id == r.p.spec.format) rounder = &rr;
+    if (!rounder) rounder = &rounders.emplace_back(r.p.spec.format, NonNegativeRounder(pf)).second;
+  }
 
   // Visible key range, in whole tiles as a kernel iterates them.
   int lo = 0, hi = n;
@@ -264,7 +273,8 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
         const float pv_float = s[jj] == kNegInf ? 0.0f : std::exp2(s[jj] - m_new);
         pf32[jj] = pv_float;
         // P quantized against the running max with the static multiplier: value in the code domain.
-        pq[jj] = static_cast<float>(decode(pf, quantize(pf, pv_float, p_mult)));
+        pq[jj] = p_table ? static_cast<float>(rounder->round(static_cast<double>(pv_float * p_mult)))
+                         : static_cast<float>(decode(pf, quantize(pf, pv_float, p_mult)));
         row_sum += r.denominator == Denominator::quantized_p ? pq[jj] : pv_float;
         if (want_weights) {
           m_at_key[j0 + jj] = m_new;
