@@ -1,0 +1,303 @@
+#include "harness/io/recipe_io.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/formats/registry.hpp"
+
+namespace qattn {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what, const std::string& why) { throw std::invalid_argument(what + ": " + why); }
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) out.push_back(cur);
+  if (!s.empty() && s.back() == sep) out.emplace_back();
+  return out;
+}
+
+double parse_number(const std::string& s, const std::string& what) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || s.empty()) bad(what, "'" + s + "' is not a number");
+  return v;
+}
+
+int parse_int(const std::string& s, const std::string& what) {
+  const double v = parse_number(s, what);
+  if (v != std::floor(v) || std::fabs(v) > 1e9) bad(what, "'" + s + "' is not an integer");
+  return static_cast<int>(v);
+}
+
+std::string num(double v) {
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  return o.str();
+}
+
+template <typename E, std::size_t N>
+E parse_enum(const std::string& s, const std::string& what, const std::pair<const char*, E> (&names)[N]) {
+  std::string known;
+  for (const auto& [n, e] : names) {
+    if (s == n) return e;
+    known += (known.empty() ? "" : ", ") + std::string(n);
+  }
+  bad(what, "unknown value '" + s + "'; expected one of: " + known);
+}
+
+template <typename E, std::size_t N>
+std::string enum_name(E e, const std::pair<const char*, E> (&names)[N]) {
+  for (const auto& [n, v] : names)
+    if (v == e) return n;
+  return "?";
+}
+
+constexpr std::pair<const char*, KSmoothing> kKSmooth[] = {{"none", KSmoothing::none},
+                                                           {"global", KSmoothing::global_mean},
+                                                           {"block", KSmoothing::block_mean},
+                                                           {"block_corrected", KSmoothing::block_mean_corrected},
+                                                           {"running", KSmoothing::running_mean}};
+constexpr std::pair<const char*, Rotation> kRotation[] = {{"none", Rotation::none}, {"hadamard", Rotation::hadamard}};
+constexpr std::pair<const char*, SoftmaxKind> kSoftmax[] = {{"float", SoftmaxKind::float_online},
+                                                            {"qflash", SoftmaxKind::qflash_integer},
+                                                            {"shiftmax", SoftmaxKind::ivit_shiftmax}};
+constexpr std::pair<const char*, Denominator> kDenominator[] = {{"quantized", Denominator::quantized_p}, {"float", Denominator::float_p}};
+constexpr std::pair<const char*, Rounding> kRounding[] = {{"even", Rounding::nearest_even}, {"zero", Rounding::toward_zero}};
+constexpr std::pair<const char*, bool> kBool[] = {{"0", false}, {"1", true}, {"false", false}, {"true", true}};
+
+std::string acc_to_string(const Accumulator& a) {
+  switch (a.kind) {
+    case Accumulator::Kind::exact: return "exact";
+    case Accumulator::Kind::fp32: return "fp32";
+    case Accumulator::Kind::fp16: return "fp16";
+    case Accumulator::Kind::mma:
+      return "mma(chunk=" + std::to_string(a.chunk) + ",align=" + std::to_string(a.align_bits) + ",chunk_bits=" +
+             std::to_string(a.chunk_mantissa_bits) + ",chunk_round=" + enum_name(a.chunk_rounding, kRounding) +
+             ",acc_bits=" + std::to_string(a.acc_mantissa_bits) + ",add_round=" + enum_name(a.add_rounding, kRounding) +
+             ",flush=" + std::to_string(a.flush_every) + ")";
+  }
+  return "?";
+}
+
+Accumulator acc_from_string(const std::string& s, const std::string& what) {
+  Accumulator a;
+  if (s == "exact") a.kind = Accumulator::Kind::exact;
+  else if (s == "fp32") a.kind = Accumulator::Kind::fp32;
+  else if (s == "fp16") a.kind = Accumulator::Kind::fp16;
+  else if (s.rfind("mma(", 0) == 0 && s.back() == ')') {
+    a.kind = Accumulator::Kind::mma;
+    for (const std::string& kv : split(s.substr(4, s.size() - 5), ',')) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos) bad(what, "'" + kv + "' in mma(...) is not key=value");
+      const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1), w = what + " mma " + k;
+      if (k == "chunk") a.chunk = parse_int(v, w);
+      else if (k == "align") a.align_bits = parse_int(v, w);
+      else if (k == "chunk_bits") a.chunk_mantissa_bits = parse_int(v, w);
+      else if (k == "chunk_round") a.chunk_rounding = parse_enum(v, w, kRounding);
+      else if (k == "acc_bits") a.acc_mantissa_bits = parse_int(v, w);
+      else if (k == "add_round") a.add_rounding = parse_enum(v, w, kRounding);
+      else if (k == "flush") a.flush_every = parse_int(v, w);
+      else bad(what, "unknown mma key '" + k + "'; expected chunk, align, chunk_bits, chunk_round, acc_bits, add_round, flush");
+    }
+  } else {
+    bad(what, "'" + s + "': expected exact, fp32, fp16 or mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..)");
+  }
+  return a;
+}
+
+// The keys of both forms, in canonical order.
+const char* const kKeys[] = {"q", "k", "p", "v", "ksmooth", "ksmooth_block", "qsmooth", "vsmooth", "rotation", "softmax",
+                             "denominator", "acc.qk", "acc.pv", "tiles", "split", "tau"};
+
+void set_key(Recipe& r, const std::string& key, const std::string& value, const std::string& what) {
+  if (key == "q") r.q = operand_from_string(value, what);
+  else if (key == "k") r.k = operand_from_string(value, what);
+  else if (key == "p") r.p = operand_from_string(value, what);
+  else if (key == "v") r.v = operand_from_string(value, what);
+  else if (key == "ksmooth") r.k_smoothing = parse_enum(value, what, kKSmooth);
+  else if (key == "ksmooth_block") r.k_smoothing_block = parse_int(value, what);
+  else if (key == "qsmooth") r.q_smoothing = parse_enum(value, what, kBool);
+  else if (key == "vsmooth") r.v_smoothing = parse_enum(value, what, kBool);
+  else if (key == "rotation") r.rotation = parse_enum(value, what, kRotation);
+  else if (key == "softmax") r.softmax = parse_enum(value, what, kSoftmax);
+  else if (key == "denominator") r.denominator = parse_enum(value, what, kDenominator);
+  else if (key == "acc.qk") r.qk_acc = acc_from_string(value, what);
+  else if (key == "acc.pv") r.pv_acc = acc_from_string(value, what);
+  else if (key == "tiles") {
+    const auto x = value.find('x');
+    if (x == std::string::npos) bad(what, "'" + value + "': expected BRxBC, e.g. 64x64");
+    r.tiles.block_q = parse_int(value.substr(0, x), what);
+    r.tiles.block_k = parse_int(value.substr(x + 1), what);
+  } else if (key == "split") r.split_k = parse_int(value, what);
+  else if (key == "tau") r.lazy_rescale_tau = parse_number(value, what);
+  else {
+    std::string known;
+    for (const char* k : kKeys) known += (known.empty() ? "" : ", ") + std::string(k);
+    bad(what, "unknown key '" + key + "'; expected one of: " + known);
+  }
+}
+
+std::string get_key(const Recipe& r, const std::string& key) {
+  if (key == "q") return operand_to_string(r.q);
+  if (key == "k") return operand_to_string(r.k);
+  if (key == "p") return operand_to_string(r.p);
+  if (key == "v") return operand_to_string(r.v);
+  if (key == "ksmooth") return enum_name(r.k_smoothing, kKSmooth);
+  if (key == "ksmooth_block") return std::to_string(r.k_smoothing_block);
+  if (key == "qsmooth") return r.q_smoothing ? "1" : "0";
+  if (key == "vsmooth") return r.v_smoothing ? "1" : "0";
+  if (key == "rotation") return enum_name(r.rotation, kRotation);
+  if (key == "softmax") return enum_name(r.softmax, kSoftmax);
+  if (key == "denominator") return enum_name(r.denominator, kDenominator);
+  if (key == "acc.qk") return acc_to_string(r.qk_acc);
+  if (key == "acc.pv") return acc_to_string(r.pv_acc);
+  if (key == "tiles") return std::to_string(r.tiles.block_q) + "x" + std::to_string(r.tiles.block_k);
+  if (key == "split") return std::to_string(r.split_k);
+  if (key == "tau") return num(r.lazy_rescale_tau);
+  return "";
+}
+
+// Defaults of the text forms: no quantization, fp32 accumulation, 64x64 tiles.
+Recipe default_recipe() {
+  Recipe r;
+  for (OperandQuant* o : {&r.q, &r.k, &r.p, &r.v}) {
+    o->spec.format = FormatId::fp32;
+    o->unit_scale = true;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string operand_to_string(const OperandQuant& o) {
+  std::string s = name_of(o.spec.format);
+  if (o.unit_scale) return s;
+  if (o.spec.rule == ScaleRule::static_multiplier) {
+    s += "/static:" + num(o.spec.multiplier);
+  } else {
+    s += std::string("/") + name_of(o.spec.granularity);
+    if (o.spec.granularity == Granularity::block || o.spec.granularity == Granularity::group) s += ":" + std::to_string(o.spec.block);
+  }
+  if (o.spec.scale_format != FormatId::fp32) s += std::string("/scale:") + name_of(o.spec.scale_format);
+  return s;
+}
+
+OperandQuant operand_from_string(const std::string& s, const std::string& what) {
+  const std::vector<std::string> parts = split(s, '/');
+  if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT]");
+  OperandQuant o;
+  o.spec.format = parse_format(parts[0], what);
+  o.unit_scale = parts.size() == 1;
+  if (o.unit_scale && format_of(o.spec.format).kind == Kind::integer) {
+    bad(what, "'" + s + "': an integer format needs a granularity or a static scale, e.g. " + parts[0] + "/token");
+  }
+  bool have_rule = false;
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    const auto colon = p.find(':');
+    const std::string head = p.substr(0, colon), arg = colon == std::string::npos ? "" : p.substr(colon + 1);
+    if (head == "static") {
+      if (have_rule) bad(what, "'" + s + "': give one granularity or one static scale");
+      o.spec.rule = ScaleRule::static_multiplier;
+      o.spec.granularity = Granularity::tensor;
+      o.spec.multiplier = parse_number(arg, what + " static");
+      have_rule = true;
+    } else if (head == "scale") {
+      o.spec.scale_format = parse_format(arg, what + " scale");
+    } else {
+      if (have_rule) bad(what, "'" + s + "': give one granularity or one static scale");
+      o.spec.granularity = parse_granularity(head, what);
+      if (o.spec.granularity == Granularity::block || o.spec.granularity == Granularity::group) {
+        if (arg.empty()) bad(what, "'" + s + "': " + head + " needs a size, e.g. " + head + ":32");
+        o.spec.block = parse_int(arg, what + " " + head);
+      } else if (!arg.empty()) {
+        bad(what, "'" + s + "': " + head + " takes no size");
+      }
+      have_rule = true;
+    }
+  }
+  if (!o.unit_scale && !have_rule) bad(what, "'" + s + "': a scale format needs a granularity or a static scale");
+  return o;
+}
+
+Recipe recipe_from_string(const std::string& line) {
+  Recipe r = default_recipe();
+  std::istringstream in(line);
+  std::string tok;
+  std::vector<std::string> seen;
+  while (in >> tok) {
+    const auto eq = tok.find('=');
+    if (eq == std::string::npos || eq == 0) bad("recipe string: token '" + tok + "'", "expected key=value");
+    const std::string key = tok.substr(0, eq);
+    for (const auto& k : seen)
+      if (k == key) bad("recipe string: token '" + tok + "'", "key '" + key + "' given twice");
+    seen.push_back(key);
+    set_key(r, key, tok.substr(eq + 1), "recipe string: token '" + tok + "'");
+  }
+  validate(r);
+  return r;
+}
+
+std::string to_string(const Recipe& r) {
+  std::string s;
+  for (const char* k : kKeys) s += (s.empty() ? "" : " ") + std::string(k) + "=" + get_key(r, k);
+  return s;
+}
+
+nlohmann::json to_json(const Recipe& r) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* k : kKeys) j[k] = get_key(r, k);
+  return j;
+}
+
+Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
+  if (j.is_string()) return recipe_from_string(j.get<std::string>());
+  if (!j.is_object()) bad(where, "expected a JSON object of recipe keys or a one-line recipe string");
+  Recipe r = default_recipe();
+  for (const auto& [key, value] : j.items()) {
+    const std::string what = where + ": key '" + key + "'";
+    std::string text;
+    if (value.is_string()) text = value.get<std::string>();
+    else if (value.is_number()) text = num(value.get<double>());
+    else if (value.is_boolean()) text = value.get<bool>() ? "1" : "0";
+    else if (value.is_object() && (key == "q" || key == "k" || key == "p" || key == "v")) {
+      // {"format": "int8", "granularity": "block", "block": 64, "static": 448, "scale_format": "fp16"}
+      text = value.value("format", "");
+      if (value.contains("static")) text += "/static:" + num(value["static"].get<double>());
+      if (value.contains("granularity")) {
+        text += "/" + value["granularity"].get<std::string>();
+        if (value.contains("block")) text += ":" + std::to_string(value["block"].get<int>());
+      }
+      if (value.contains("scale_format")) text += "/scale:" + value["scale_format"].get<std::string>();
+      for (const auto& [k2, v2] : value.items()) {
+        (void)v2;
+        if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "scale_format") {
+          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, static, scale_format");
+        }
+      }
+    } else {
+      bad(what, "expected a string, number or boolean");
+    }
+    set_key(r, key, text, what);
+  }
+  try {
+    validate(r);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + ": " + e.what());
+  }
+  return r;
+}
+
+}  // namespace qattn

@@ -1,0 +1,105 @@
+// The recipe's one-line and JSON forms: round trips, defaults, and one clear error per mistake.
+#include "harness/io/recipe_io.hpp"
+#include "tests/catch.hpp"
+#include "tests/error_text.hpp"
+
+using namespace qattn;
+
+namespace {
+bool has(const std::string& msg, const std::string& part) {
+  if (msg.find(part) != std::string::npos) return true;
+  UNSCOPED_INFO("message: " << msg);
+  return false;
+}
+std::string parse_error(const std::string& line) {
+  return error_text([&] { (void)recipe_from_string(line); });
+}
+}  // namespace
+
+TEST_CASE("one-line recipes parse to the fields they name", "[recipe]") {
+  const Recipe r = recipe_from_string(
+      "q=int8/token k=int8/block:64/scale:fp16 ksmooth=global p=e4m3/static:448 v=e4m3/channel "
+      "acc.qk=exact acc.pv=mma(chunk=32,align=26,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=4) "
+      "tiles=128x32 split=4 tau=8 denominator=float rotation=hadamard");
+  CHECK(r.q.spec.format == FormatId::int8);
+  CHECK(r.q.spec.granularity == Granularity::token);
+  CHECK_FALSE(r.q.unit_scale);
+  CHECK(r.k.spec.granularity == Granularity::block);
+  CHECK(r.k.spec.block == 64);
+  CHECK(r.k.spec.scale_format == FormatId::fp16);
+  CHECK(r.k_smoothing == KSmoothing::global_mean);
+  CHECK(r.p.spec.rule == ScaleRule::static_multiplier);
+  CHECK(r.p.spec.multiplier == 448);
+  CHECK(r.v.spec.granularity == Granularity::channel);
+  CHECK(r.qk_acc.kind == Accumulator::Kind::exact);
+  CHECK(r.pv_acc.kind == Accumulator::Kind::mma);
+  CHECK(r.pv_acc.align_bits == 26);
+  CHECK(r.pv_acc.chunk_rounding == Rounding::toward_zero);
+  CHECK(r.pv_acc.flush_every == 4);
+  CHECK(r.tiles.block_q == 128);
+  CHECK(r.tiles.block_k == 32);
+  CHECK(r.split_k == 4);
+  CHECK(r.lazy_rescale_tau == 8);
+  CHECK(r.denominator == Denominator::float_p);
+  CHECK(r.rotation == Rotation::hadamard);
+}
+
+TEST_CASE("defaults: unquantized fp32 operands, fp32 accumulators, 64x64 tiles", "[recipe]") {
+  const Recipe r = recipe_from_string("");
+  CHECK(r.q.unit_scale);
+  CHECK(r.q.spec.format == FormatId::fp32);
+  CHECK(r.p.spec.format == FormatId::fp32);
+  CHECK(r.pv_acc.kind == Accumulator::Kind::fp32);
+  CHECK(r.tiles.block_k == 64);
+  CHECK(to_string(r) == "q=fp32 k=fp32 p=fp32 v=fp32 ksmooth=none ksmooth_block=0 qsmooth=0 vsmooth=0 rotation=none "
+                        "softmax=float denominator=quantized acc.qk=fp32 acc.pv=fp32 tiles=64x64 split=1 tau=0");
+}
+
+TEST_CASE("string and JSON forms round-trip", "[recipe]") {
+  for (const char* line : {"q=bf16 k=bf16 p=bf16 v=bf16",
+                           "q=int8/token k=int8/token ksmooth=global acc.qk=exact",
+                           "q=int8/group:32/scale:fp16 k=int4/group:32/scale:fp16 acc.qk=exact p=int8/static:127 v=int8/block:32",
+                           "q=e4m3/tensor k=e4m3/head p=e4m3fnuz/static:240 v=e5m2/channel/scale:e8m0 acc.pv=fp16 ksmooth=block_corrected ksmooth_block=16",
+                           "q=fp16 k=fp16 p=e4m3/static:448 v=e4m3/channel acc.pv=mma(chunk=16,align=32,chunk_bits=13,chunk_round=even,acc_bits=13,add_round=zero,flush=0) split=8 tau=8"}) {
+    INFO(line);
+    const Recipe r = recipe_from_string(line);
+    const std::string canonical = to_string(r);
+    CHECK(to_string(recipe_from_string(canonical)) == canonical);
+    CHECK(to_string(recipe_from_json(to_json(r))) == canonical);
+    CHECK(to_string(recipe_from_json(nlohmann::json(line))) == canonical);  // a JSON string is a line
+  }
+}
+
+TEST_CASE("JSON operands may be objects", "[recipe]") {
+  const auto j = nlohmann::json::parse(R"({"q": {"format": "int8", "granularity": "block", "block": 64},
+                                           "k": {"format": "int8", "granularity": "block", "block": 64},
+                                           "p": {"format": "e4m3", "static": 448}, "acc.qk": "exact", "split": 2})");
+  const Recipe r = recipe_from_json(j);
+  CHECK(operand_to_string(r.q) == "int8/block:64");
+  CHECK(operand_to_string(r.p) == "e4m3/static:448");
+  CHECK(r.split_k == 2);
+}
+
+TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe][errors]") {
+  CHECK(has(parse_error("q=int9/token"), "recipe string: token 'q=int9/token': unknown format 'int9'; expected one of: fp32"));
+  CHECK(has(parse_error("q=int8"), "'int8': an integer format needs a granularity or a static scale, e.g. int8/token"));
+  CHECK(has(parse_error("q=int8/block k=int8/block:4"), "'int8/block': block needs a size, e.g. block:32"));
+  CHECK(has(parse_error("q=int8/row"), "unknown granularity 'row'"));
+  CHECK(has(parse_error("qq=int8/token"), "unknown key 'qq'; expected one of: q, k, p, v"));
+  CHECK(has(parse_error("q=int8/token q=int8/tensor"), "key 'q' given twice"));
+  CHECK(has(parse_error("acc.pv=mma(chunk=32,bits=3)"), "unknown mma key 'bits'"));
+  CHECK(has(parse_error("acc.pv=fp64"), "'fp64': expected exact, fp32, fp16 or mma("));
+  CHECK(has(parse_error("tiles=64"), "'64': expected BRxBC"));
+  CHECK(has(parse_error("split=two"), "'two' is not a number"));
+  CHECK(has(parse_error("ksmooth=always"), "unknown value 'always'; expected one of: none, global, block, block_corrected, running"));
+  CHECK(has(parse_error("p=e4m3/token"), "recipe field 'p.scale': P is quantized with a static multiplier"));
+  CHECK(has(parse_error("q=int8/token k=fp32"), "recipe field 'q.format/k.format'"));
+  CHECK(has(parse_error("oops"), "token 'oops': expected key=value"));
+  const auto j = nlohmann::json::parse(R"({"q": {"format": "int8", "gran": "token"}})");
+  CHECK(has(error_text([&] { (void)recipe_from_json(j, "experiment.json: recipes[2]"); }),
+            "experiment.json: recipes[2]: key 'q': unknown operand key 'gran'"));
+  CHECK(has(error_text([&] { (void)recipe_from_json(nlohmann::json::parse(R"({"split": [1]})"), "x.json"); }),
+            "x.json: key 'split': expected a string, number or boolean"));
+  CHECK(has(error_text([&] { (void)recipe_from_json(nlohmann::json::parse(R"({"q": "int8/token"})"), "x.json"); }),
+            "x.json: recipe field 'q.format/k.format'"));
+}
