@@ -133,6 +133,9 @@ struct Prepared {
   std::vector<float> k_block_means;  // for block_mean_corrected
   int k_smooth_block = 0;
   TensorF q_float;                   // Q after rotation, before quantization (for the q.mu correction)
+  std::vector<float> q_block_means;  // q smoothing: per (head, query tile) channel means
+  TensorF k_float;                   // q smoothing: K after smoothing, before quantization (dS = mean_q . K)
+  std::vector<float> v_means;        // v smoothing: per (kv head) channel means
 };
 
 Prepared prepare_all(const Problem& p, const Recipe& r) {
@@ -148,9 +151,43 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
   pr.k_block_means = smooth_k(k, r);
   pr.k_smooth_block = r.k_smoothing_block > 0 ? r.k_smoothing_block : r.tiles.block_k;
   if (r.k_smoothing == KSmoothing::block_mean_corrected) pr.q_float = q;
+  const int d = q.dim;
+  if (r.q_smoothing) {
+    // SageAttention2: each query tile subtracts its own channel mean; dS = mean_q . K^T is added
+    // back to the scores in fp32 (from K before quantization).
+    const int br = r.tiles.block_q, tiles = (q.tokens + br - 1) / br;
+    pr.q_block_means.assign(static_cast<std::size_t>(q.heads) * tiles * d, 0.0f);
+    std::vector<double> acc(d);
+    for (int h = 0; h < q.heads; ++h)
+      for (int t = 0; t < tiles; ++t) {
+        const int i0 = t * br, i1 = std::min(q.tokens, i0 + br);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int i = i0; i < i1; ++i)
+          for (int c = 0; c < d; ++c) acc[c] += q(h, i, c);
+        float* mu = &pr.q_block_means[(static_cast<std::size_t>(h) * tiles + t) * d];
+        for (int c = 0; c < d; ++c) mu[c] = static_cast<float>(acc[c] / (i1 - i0));
+        for (int i = i0; i < i1; ++i)
+          for (int c = 0; c < d; ++c) q(h, i, c) -= mu[c];
+      }
+    pr.k_float = k;
+  }
+  TensorF v = p.v;
+  if (r.v_smoothing) {
+    // V's channel mean is subtracted before quantization and added back as mean * sum(P) / l.
+    pr.v_means.assign(static_cast<std::size_t>(v.heads) * d, 0.0f);
+    std::vector<double> acc(d);
+    for (int h = 0; h < v.heads; ++h) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int j = 0; j < v.tokens; ++j)
+        for (int c = 0; c < d; ++c) acc[c] += v(h, j, c);
+      for (int c = 0; c < d; ++c) pr.v_means[static_cast<std::size_t>(h) * d + c] = static_cast<float>(acc[c] / v.tokens);
+      for (int j = 0; j < v.tokens; ++j)
+        for (int c = 0; c < d; ++c) v(h, j, c) -= pr.v_means[static_cast<std::size_t>(h) * d + c];
+    }
+  }
   pr.q = prepare(q, r.q);
   pr.k = prepare(k, r.k);
-  pr.v = prepare(p.v, r.v);
+  pr.v = prepare(v, r.v);
   return pr;
 }
 
@@ -186,6 +223,14 @@ class Scorer {
       terms.resize(d);
       for (int c = 0; c < d; ++c) terms[c] = static_cast<double>(a[c]) * b[c];
       s = acc_.add(0.0f, terms);
+    }
+    if (r_.q_smoothing) {
+      const int br = r_.tiles.block_q, tiles = (p_.q.tokens + br - 1) / br;
+      const float* mu = &pr_.q_block_means[(static_cast<std::size_t>(h) * tiles + i / br) * d];
+      const float* kr = pr_.k_float.row(kh, j);
+      float ds = 0;
+      for (int c = 0; c < d; ++c) ds += mu[c] * kr[c];
+      s += ds;
     }
     if (r_.k_smoothing == KSmoothing::block_mean_corrected) {
       // Add back q . mu_b for this key's block, in fp32: the exact correction of a per-block mean.
@@ -242,7 +287,7 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
 
   std::vector<double> terms, tile_sum(d);
   std::vector<float> s(bc), pq(bc), pf32(bc);
-  std::vector<float> m_split, l_split;
+  std::vector<float> m_split, l_split, lp_split;
   std::vector<std::vector<float>> o_split;
   std::vector<float> m_at_key;  // running max when each key was quantized (weights only)
   std::vector<int> split_of_key;
@@ -253,7 +298,7 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
   }
 
   for (int sp = 0; sp < r.split_k; ++sp) {
-    float m = kNegInf, l = 0;
+    float m = kNegInf, l = 0, lp = 0;  // lp: sum of the P that multiplies V (for V smoothing)
     std::vector<float> o(d, 0.0f);
     for (int t = t0 + sp * per_split; t < std::min(t1, t0 + (sp + 1) * per_split); ++t) {
       const int j0 = t * bc, j1 = std::min(n, j0 + bc), w = j1 - j0;
@@ -268,7 +313,7 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
       if (r.lazy_rescale_tau > 0 && m != kNegInf && m_new - m <= static_cast<float>(r.lazy_rescale_tau)) m_new = m;
       if (m_new == kNegInf) continue;  // nothing visible yet
       const float alpha = m == kNegInf ? 0.0f : std::exp2(m - m_new);
-      float row_sum = 0;
+      float row_sum = 0, pq_sum = 0;
       for (int jj = 0; jj < w; ++jj) {
         const float pv_float = s[jj] == kNegInf ? 0.0f : std::exp2(s[jj] - m_new);
         pf32[jj] = pv_float;
@@ -276,6 +321,7 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
         pq[jj] = p_table ? static_cast<float>(rounder->round(static_cast<double>(pv_float * p_mult)))
                          : static_cast<float>(decode(pf, quantize(pf, pv_float, p_mult)));
         row_sum += r.denominator == Denominator::quantized_p ? pq[jj] : pv_float;
+        pq_sum += pq[jj];
         if (want_weights) {
           m_at_key[j0 + jj] = m_new;
           split_of_key[j0 + jj] = sp;
@@ -283,6 +329,7 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
         }
       }
       l = alpha * l + row_sum;
+      lp = alpha * lp + pq_sum;
       for (int cc = 0; cc < d; ++cc) o[cc] *= alpha;
       const TensorF& vv = pr.v.values;
       switch (r.pv_acc.kind) {
@@ -313,21 +360,27 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
     }
     m_split.push_back(m);
     l_split.push_back(l);
+    lp_split.push_back(lp);
     o_split.push_back(std::move(o));
   }
 
   // Merge split partials by online softmax (one split: the identity).
   float M = kNegInf;
   for (float m : m_split) M = std::max(M, m);
-  float L = 0;
+  float L = 0, LP = 0;
   out.o.assign(d, 0.0f);
   std::vector<float> f(m_split.size());
   for (std::size_t k = 0; k < m_split.size(); ++k) {
     f[k] = m_split[k] == kNegInf ? 0.0f : std::exp2(m_split[k] - M);
     L += f[k] * l_split[k];
+    LP += f[k] * lp_split[k];
     for (int cc = 0; cc < d; ++cc) out.o[cc] += f[k] * o_split[k][cc];
   }
   const float denom = r.denominator == Denominator::quantized_p ? L : L * p_mult;
+  if (r.v_smoothing) {
+    const float* mu = &pr.v_means[static_cast<std::size_t>(kh) * d];
+    for (int cc = 0; cc < d; ++cc) out.o[cc] += mu[cc] * LP;  // mean * sum(P), in the same scaled domain
+  }
   for (int cc = 0; cc < d; ++cc) out.o[cc] /= denom;
   if (want_weights) {
     for (int j = 0; j < n; ++j) {

@@ -68,8 +68,6 @@ void validate(const Recipe& r) {
   if (r.split_k < 1) bad("split_k", "must be >= 1");
   if (!(r.lazy_rescale_tau >= 0) || !std::isfinite(r.lazy_rescale_tau)) bad("lazy_rescale_tau", "must be >= 0 (0 = always rescale)");
   if (r.k_smoothing_block < 0) bad("k_smoothing_block", "must be >= 0 (0 = the K tile)");
-  if (r.q_smoothing) bad("q_smoothing", "not implemented yet in the emulator");
-  if (r.v_smoothing) bad("v_smoothing", "not implemented yet in the emulator");
   if (r.softmax != SoftmaxKind::float_online) bad("softmax", "only float_online is implemented yet in the emulator");
   if (r.qk_acc.kind == Accumulator::Kind::mma || r.qk_acc.kind == Accumulator::Kind::fp16) {
     bad("qk_acc", "only exact and fp32 are implemented yet for QK^T");

@@ -313,3 +313,40 @@ TEST_CASE("bad recipes are one clear error naming the field", "[emulate][errors]
   const Problem odd = random_problem(1, 1, 8, 6, 1);
   CHECK(error_text([&] { (void)emulate(odd, r); }).find("hadamard needs a power-of-two head dim, got 6") != std::string::npos);
 }
+
+TEST_CASE("Q and V smoothing are exact identities in fp32 and add back correctly under quantized P", "[emulate]") {
+  Problem p = random_problem(2, 1, 200, 32, 61);
+  p.causal = true;
+  for (int i = 0; i < 200; ++i)
+    for (int c = 0; c < 32; ++c) {
+      p.q(0, i, c) += static_cast<float>(c % 3);  // channel biases for the means to remove
+      p.v(0, i, c) += 3.0f + static_cast<float>(c % 4);
+    }
+  const ReferenceResult ref = reference_attention(p);
+  Recipe r = fp32_recipe();
+  r.q_smoothing = true;
+  r.v_smoothing = true;
+  // Exact identities: only fp32 rounding of the subtraction, dS and the add-back differ.
+  CHECK(compare(ref.out.data, as_double(emulate(p, r).out)).rel_l2 < 1e-5);
+  // With int8 P and l summed from float P, the quantized rows do not sum to l: the mean must come
+  // back scaled by sum(P_q) / l, which makes smoothing invisible when V itself is not quantized.
+  r.p = static_p(FormatId::int8, 127);
+  r.denominator = Denominator::float_p;
+  Recipe plain = r;
+  plain.v_smoothing = false;
+  CHECK(between(emulate(p, plain).out, emulate(p, r).out).rel_l2 < 1e-5);
+}
+
+TEST_CASE("Q smoothing (SageAttention2) helps int8 Q when Q has channel biases", "[emulate]") {
+  Problem p = random_problem(1, 1, 256, 64, 71);
+  for (int i = 0; i < 256; ++i) p.q(0, i, 3) += 30.0f;  // one biased query channel
+  Recipe r = fp32_recipe();
+  r.q = scaled(FormatId::int8, Granularity::tensor);
+  r.k = scaled(FormatId::int8, Granularity::tensor);
+  r.qk_acc.kind = Accumulator::Kind::exact;
+  const double plain = versus_reference(p, r).sqnr_db;
+  r.q_smoothing = true;
+  const double smoothed = versus_reference(p, r).sqnr_db;
+  INFO("int8 per-tensor Q: " << plain << " dB plain, " << smoothed << " dB smoothed");
+  CHECK(smoothed - plain > 6);
+}
