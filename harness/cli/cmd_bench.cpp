@@ -66,7 +66,9 @@ Action add_bench_command(CLI::App& app) {
   emu->add_option("--tokens", eo->tokens, "Context length N (one head, all rows, not causal)")->check(CLI::PositiveNumber);
   emu->add_option("--head-dims", eo->dims, "Head dims d")->delimiter(',');
   emu->add_option("--reps", eo->reps, "Repetitions; the best time is reported")->check(CLI::PositiveNumber);
-  auto emulate_action = [eo]() {
+  auto modes = std::make_shared<bool>(true);
+  emu->add_option("--accumulator-modes", *modes, "Also time the PV accumulator-emulation modes (fp32, fp16, mma)")->capture_default_str();
+  auto emulate_action = [eo, modes]() {
     // int8 QK (per token) + e4m3 P (static 448) + e4m3 V (per channel), exact accumulators; then
     // the same recipe with each accumulator-emulation mode on PV, reported, not targeted.
     Recipe r;
@@ -87,6 +89,7 @@ Action add_bench_command(CLI::App& app) {
       fmt::print("N={:<6} d={:<4} threads={}  reference {:8.1f} ms  emulator {:8.1f} ms  ratio {:.2f}  "
                  "(int8 QK per token, e4m3 P 448, e4m3 V per channel, exact accumulators)\n",
                  eo->tokens, d, omp_get_max_threads(), ref_s * 1e3, emu_s * 1e3, emu_s / ref_s);
+      if (!*modes) continue;
       for (auto [name, kind] : {std::pair{"fp32", Accumulator::Kind::fp32}, std::pair{"fp16", Accumulator::Kind::fp16},
                                 std::pair{"mma fp22", Accumulator::Kind::mma}}) {
         Recipe m = r;
