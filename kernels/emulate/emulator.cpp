@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/emulate/accumulator.hpp"
+#include "kernels/emulate/qflash.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/value_table.hpp"
 
@@ -97,9 +98,10 @@ std::vector<float> smooth_k(TensorF& k, const Recipe& r) {
 struct Operand {
   bool integer = false;
   std::vector<std::int8_t> codes;  // integer formats: signed codes [H, N, d]
-  std::vector<float> scales;       // integer formats: one per (h, n, group) (expanded)
+  std::vector<float> scales;       // integer formats: one per (h, n, group) (expanded); valid for
+                                   // tensor/head/token/block/group granularities (QK^T and QFlash use those)
   int groups = 1;                  // scale groups along d
-  TensorF values;                  // float formats: decode(code) * scale; integer: unused
+  TensorF values;                  // decode(code) * scale (both kinds)
 };
 
 Operand prepare(const TensorF& x, const OperandQuant& oq) {
@@ -122,6 +124,7 @@ Operand prepare(const TensorF& x, const OperandQuant& oq) {
       for (int n = 0; n < x.tokens; ++n)
         for (int g = 0; g < o.groups; ++g)
           o.scales[(static_cast<std::size_t>(h) * x.tokens + n) * o.groups + g] = qt.scales[qt.scale_index(h, n, g * gsize)];
+    o.values = dequantize(qt);  // an integer V in a float-softmax recipe multiplies P as values
     return o;
   }
   o.values = dequantize(qt);
@@ -413,6 +416,52 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
   }
 }
 
+// QFlash's integer pipeline for one query row (see qflash.hpp for every constant).
+void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h, int i, RowOut& out) {
+  const int n = p.k.tokens, d = p.q.dim, kh = h / p.group(), bc = r.tiles.block_k;
+  const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
+  const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
+  const qflash::Constants c = qflash::constants(static_cast<double>(sq) * sk * p.scale() * 1.4426950408889634);
+  const std::int8_t* qa = &pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d];
+  int lo = 0, hi = n;
+  if (p.causal) hi = i + 1;
+  if (p.window > 0) {
+    lo = std::max(0, i - p.window + 1);
+    if (!p.causal) hi = std::min(n, i + p.window);
+  }
+  std::int64_t m = -(std::int64_t{1} << 21), l = 0;
+  std::vector<std::int64_t> o(d, 0), sc(bc), p8(bc);
+  for (int j0 = (lo / bc) * bc; j0 < hi; j0 += bc) {
+    const int w = std::min(n, j0 + bc) - j0;
+    std::int64_t tile_max = std::numeric_limits<std::int64_t>::min();
+    for (int jj = 0; jj < w; ++jj) {
+      const int j = j0 + jj;
+      const bool vis = p.visible(i, j);
+      sc[jj] = vis ? int_dot(qa, &pr.k.codes[(static_cast<std::size_t>(kh) * p.k.tokens + j) * d], d) : 0;
+      p8[jj] = vis;  // visibility, reused below
+      if (vis) tile_max = std::max(tile_max, sc[jj]);
+    }
+    if (tile_max == std::numeric_limits<std::int64_t>::min()) continue;
+    const std::int64_t m_new = std::max(m, tile_max);
+    const std::int64_t alpha = qflash::shift_exp2(m - m_new, c);
+    std::int64_t row_sum = 0;
+    for (int jj = 0; jj < w; ++jj) {
+      p8[jj] = p8[jj] ? qflash::requantize(qflash::shift_exp2(sc[jj] - m_new, c), c) : 0;
+      row_sum += p8[jj];
+    }
+    l = qflash::scale_release(l, alpha, c) + row_sum;
+    for (int cc = 0; cc < d; ++cc) {
+      std::int64_t acc = 0;
+      for (int jj = 0; jj < w; ++jj) acc += p8[jj] * pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j0 + jj) * d + cc];
+      o[cc] = qflash::scale_release(o[cc], alpha, c) + acc;
+    }
+    m = m_new;
+  }
+  const float sv = pr.v.scales[static_cast<std::size_t>(kh) * p.v.tokens];
+  out.o.assign(d, 0.0f);
+  for (int cc = 0; cc < d; ++cc) out.o[cc] = static_cast<float>(qflash::floor_div(o[cc], l)) * sv;
+}
+
 }  // namespace
 
 EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions& opt) {
@@ -435,7 +484,12 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
   for (long t = 0; t < tasks; ++t) {
     const int h = static_cast<int>(t / (nr + np)), k = static_cast<int>(t % (nr + np));
     RowOut ro;
-    if (k < nr) {
+    if (r.softmax == SoftmaxKind::qflash_integer) {
+      if (k < nr) {
+        run_row_qflash(p, r, pr, h, res.rows[k], ro);
+        std::copy(ro.o.begin(), ro.o.end(), res.out.row(h, k));
+      }
+    } else if (k < nr) {
       run_row(p, r, pr, scorer, h, res.rows[k], false, ro);
       std::copy(ro.o.begin(), ro.o.end(), res.out.row(h, k));
     } else {

@@ -350,3 +350,39 @@ TEST_CASE("Q smoothing (SageAttention2) helps int8 Q when Q has channel biases",
   INFO("int8 per-tensor Q: " << plain << " dB plain, " << smoothed << " dB smoothed");
   CHECK(smoothed - plain > 6);
 }
+
+TEST_CASE("QFlash's integer pipeline lands near the authors' SQNR on their A2 workload", "[emulate][qflash]") {
+  // Workload A2 (DeiT-S): 6 heads, 197 tokens, d = 64; inputs uniform in [-4, 4] as in the QFlash
+  // repository's accuracy script; int8 per-tensor Q, K, V; SQNR against float64 attention.
+  Problem p;
+  std::mt19937_64 gen(2024);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (TensorF* t : {&p.q, &p.k, &p.v}) {
+    *t = TensorF(6, 197, 64);
+    for (float& x : t->data) x = u(gen);
+  }
+  Recipe r = fp32_recipe();
+  r.q = r.k = r.v = scaled(FormatId::int8, Granularity::tensor);
+  r.p = static_p(FormatId::int8, 127);
+  r.qk_acc.kind = r.pv_acc.kind = Accumulator::Kind::exact;
+  r.softmax = SoftmaxKind::qflash_integer;
+  const double sqnr = versus_reference(p, r).sqnr_db;
+  // QFlash reports 32.50 dB on A2 (against PyTorch SDPA); the lab's constants (qflash.hpp) measure
+  // 30.19 dB here, most of the gap being Algorithm 1's final floor(O / l) into int8 levels of V's
+  // scale (a biased half-step error). +-3 dB: the appendix constants are unpublished.
+  INFO("QFlash A2 SQNR " << sqnr << " dB");
+  CHECK(std::fabs(sqnr - 32.5) < 3.0);
+  // The same operands with a float softmax: the integer softmax's own cost is visible.
+  r.softmax = SoftmaxKind::float_online;
+  const double float_softmax = versus_reference(p, r).sqnr_db;
+  INFO("float softmax, same int8 operands: " << float_softmax << " dB");
+  CHECK(float_softmax > sqnr);
+}
+
+TEST_CASE("an int8 V multiplies P as values in a float-softmax recipe", "[emulate]") {
+  const Problem p = random_problem(2, 1, 128, 32, 88);
+  Recipe r = fp32_recipe();
+  r.v = scaled(FormatId::int8, Granularity::channel);
+  // int8 per-channel V: ~2^-8 relative rounding per value, averaged by P: well above 35 dB.
+  CHECK(versus_reference(p, r).sqnr_db > 35);
+}
