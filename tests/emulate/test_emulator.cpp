@@ -5,6 +5,7 @@
 
 #include "kernels/emulate/accumulator.hpp"
 #include "kernels/emulate/emulator.hpp"
+#include "kernels/emulate/qflash.hpp"
 #include "kernels/formats/codec.hpp"
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
@@ -385,4 +386,20 @@ TEST_CASE("an int8 V multiplies P as values in a float-softmax recipe", "[emulat
   r.v = scaled(FormatId::int8, Granularity::channel);
   // int8 per-channel V: ~2^-8 relative rounding per value, averaged by P: well above 35 dB.
   CHECK(versus_reference(p, r).sqnr_db > 35);
+}
+
+TEST_CASE("QFlash's integer pieces on hand-worked values", "[emulate][qflash]") {
+  qflash::Constants c;
+  c.i0 = 1000;  // 1.0 in log2 units is 1000 score units
+  c.m = qflash::constants(1.0 / 1000).m;
+  CHECK(c.m == 4162);                                 // round(127 * 2^15 / 1000) = round(4161.54)
+  CHECK(qflash::shift_exp2(0, c) == 1000);            // 2^0 = 1.0
+  CHECK(qflash::shift_exp2(-1000, c) == 500);         // 2^-1, exact
+  CHECK(qflash::shift_exp2(-500, c) == 750);          // 2^-0.5 ~ 1 - 0.5/2 = 0.75 (true 0.707)
+  CHECK(qflash::shift_exp2(-2500, c) == 187);         // 2^-2 (1 - 0.25) = 0.1875 -> 750 >> 2 = 187
+  CHECK(qflash::requantize(1000, c) == 127);          // (1000 * 4162) >> 15 = 127.01 -> 127: P = 1 is 127
+  CHECK(qflash::requantize(999, c) == 126);           // 126.88, truncated
+  CHECK(qflash::scale_release(300, 500, c) == 150);   // 300 * 0.5
+  CHECK(qflash::floor_div(-7, 2) == -4);
+  CHECK(qflash::floor_div(7, 2) == 3);
 }
