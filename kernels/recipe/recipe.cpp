@@ -89,9 +89,6 @@ void validate(const Recipe& r) {
       bad("softmax", "qflash runs without split-K, lazy rescale, smoothing or rotation");
     }
   }
-  if (r.qk_acc.kind == Accumulator::Kind::mma || r.qk_acc.kind == Accumulator::Kind::fp16) {
-    bad("qk_acc", "only exact and fp32 are implemented yet for QK^T");
-  }
 }
 
 }  // namespace qattn
