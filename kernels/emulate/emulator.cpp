@@ -462,6 +462,38 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
   for (int cc = 0; cc < d; ++cc) out.o[cc] = static_cast<float>(qflash::floor_div(o[cc], l)) * sv;
 }
 
+// I-ViT's Shiftmax over the whole row (see qflash.hpp, namespace ivit), int8 Q, K, V.
+void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, RowOut& out) {
+  const int n = p.k.tokens, d = p.q.dim, kh = h / p.group();
+  const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
+  const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
+  const std::int64_t i0 = ivit::i0(static_cast<double>(sq) * sk * p.scale());
+  const std::int8_t* qa = &pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d];
+  std::vector<std::int64_t> x(n), e(n);
+  std::int64_t mx = std::numeric_limits<std::int64_t>::min();
+  for (int j = 0; j < n; ++j) {
+    if (!p.visible(i, j)) continue;
+    x[j] = int_dot(qa, &pr.k.codes[(static_cast<std::size_t>(kh) * p.k.tokens + j) * d], d);
+    mx = std::max(mx, x[j]);
+  }
+  std::int64_t sum = 0;
+  for (int j = 0; j < n; ++j) {
+    e[j] = p.visible(i, j) ? ivit::exp(x[j] - mx, i0) : 0;
+    sum += e[j];
+  }
+  const std::int64_t factor = (std::int64_t{1} << ivit::kDivBits) / sum;
+  std::vector<std::int64_t> o(d, 0);
+  for (int j = 0; j < n; ++j) {
+    const std::int64_t pj = (factor * e[j]) >> (ivit::kDivBits - ivit::kPBits);
+    if (pj == 0) continue;
+    const std::int8_t* vr = &pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j) * d];
+    for (int cc = 0; cc < d; ++cc) o[cc] += pj * vr[cc];
+  }
+  const float sv = pr.v.scales[static_cast<std::size_t>(kh) * p.v.tokens];
+  out.o.assign(d, 0.0f);
+  for (int cc = 0; cc < d; ++cc) out.o[cc] = static_cast<float>(static_cast<double>(o[cc]) * std::ldexp(1.0, -ivit::kPBits)) * sv;
+}
+
 }  // namespace
 
 EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions& opt) {
@@ -484,9 +516,10 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
   for (long t = 0; t < tasks; ++t) {
     const int h = static_cast<int>(t / (nr + np)), k = static_cast<int>(t % (nr + np));
     RowOut ro;
-    if (r.softmax == SoftmaxKind::qflash_integer) {
+    if (r.softmax != SoftmaxKind::float_online) {
       if (k < nr) {
-        run_row_qflash(p, r, pr, h, res.rows[k], ro);
+        if (r.softmax == SoftmaxKind::qflash_integer) run_row_qflash(p, r, pr, h, res.rows[k], ro);
+        else run_row_shiftmax(p, pr, h, res.rows[k], ro);
         std::copy(ro.o.begin(), ro.o.end(), res.out.row(h, k));
       }
     } else if (k < nr) {

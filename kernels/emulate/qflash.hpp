@@ -49,3 +49,32 @@ inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
 }
 
 }  // namespace qattn::qflash
+
+namespace qattn::ivit {
+
+// I-ViT's Shiftmax (Li and Gu, I-ViT), over a whole row (it predates tiling), with the lab's
+// constants: scores x (int, scale S) minus the row max; x log2(e) ~ x + (x >> 1) - (x >> 4);
+// I0 = floor(-1 / S) stands for -1; q = floor(xp / I0), r = xp - q I0 in (I0, 0];
+// exp = ((r >> 1) - I0) << (kExpBits - q)   (2^(r S) ~ 1 + r S / 2, scaled by 2^kExpBits / S);
+// P = (floor(2^kDivBits / sum exp) * exp) >> (kDivBits - kPBits): P in [0, 2^kPBits], scale 2^-kPBits.
+inline constexpr int kExpBits = 15;
+inline constexpr int kDivBits = 40;
+inline constexpr int kPBits = 7;
+
+inline std::int64_t i0(double s) {
+  const double v = -1.0 / s;
+  std::int64_t f = static_cast<std::int64_t>(v);
+  if (static_cast<double>(f) > v) --f;  // floor for negatives
+  return f < -1 ? f : -1;
+}
+
+// x <= 0 (already minus the row max).
+inline std::int64_t exp(std::int64_t x, std::int64_t i0) {
+  const std::int64_t xp = x + (x >> 1) - (x >> 4);
+  const std::int64_t q = xp / i0;               // both <= 0: truncation is floor here
+  const std::int64_t r = xp - q * i0;           // (I0, 0]
+  const std::int64_t b = (r >> 1) - i0;         // (-I0/2, -I0]
+  return q > kExpBits ? 0 : (b << (kExpBits - q));
+}
+
+}  // namespace qattn::ivit

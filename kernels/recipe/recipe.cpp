@@ -68,25 +68,24 @@ void validate(const Recipe& r) {
   if (r.split_k < 1) bad("split_k", "must be >= 1");
   if (!(r.lazy_rescale_tau >= 0) || !std::isfinite(r.lazy_rescale_tau)) bad("lazy_rescale_tau", "must be >= 0 (0 = always rescale)");
   if (r.k_smoothing_block < 0) bad("k_smoothing_block", "must be >= 0 (0 = the K tile)");
-  if (r.softmax == SoftmaxKind::ivit_shiftmax) bad("softmax", "I-ViT shiftmax is not implemented yet in the emulator");
-  if (r.softmax == SoftmaxKind::qflash_integer) {
+  if (r.softmax != SoftmaxKind::float_online) {
     // QFlash compares integer scores across tiles directly: one scale per head (or tensor) for
     // Q, K and V, int8 everywhere, P requantized to int8 (static 127), integer accumulators.
     for (const auto& [o, name] : {std::pair{&r.q, "q"}, std::pair{&r.k, "k"}, std::pair{&r.v, "v"}}) {
       const bool shared = o->spec.granularity == Granularity::tensor || o->spec.granularity == Granularity::head;
       if (o->unit_scale || o->spec.format != FormatId::int8 || !shared || o->spec.rule != ScaleRule::dynamic_absmax) {
-        bad(std::string(name), "softmax=qflash needs int8 with a per-tensor or per-head dynamic scale (e.g. int8/tensor)");
+        bad(std::string(name), "an integer softmax (qflash, shiftmax) needs int8 with a per-tensor or per-head dynamic scale (e.g. int8/tensor)");
       }
     }
     if (r.p.unit_scale || r.p.spec.format != FormatId::int8 || r.p.spec.multiplier != 127) {
-      bad("p", "softmax=qflash requantizes P to int8 at 127: use p=int8/static:127");
+      bad("p", "an integer softmax (qflash, shiftmax) produces int8 P: use p=int8/static:127");
     }
     if (r.pv_acc.kind != Accumulator::Kind::exact || r.qk_acc.kind != Accumulator::Kind::exact) {
-      bad("acc", "softmax=qflash accumulates in integers: use acc.qk=exact and acc.pv=exact");
+      bad("acc", "an integer softmax accumulates in integers: use acc.qk=exact and acc.pv=exact");
     }
     if (r.split_k != 1 || r.lazy_rescale_tau != 0 || r.k_smoothing != KSmoothing::none || r.q_smoothing || r.v_smoothing ||
         r.rotation != Rotation::none) {
-      bad("softmax", "qflash runs without split-K, lazy rescale, smoothing or rotation");
+      bad("softmax", "an integer softmax runs without split-K, lazy rescale, smoothing or rotation");
     }
   }
 }

@@ -438,3 +438,36 @@ TEST_CASE("a float QK^T through the MMA accumulator model", "[emulate][accumulat
   CHECK(d.rel_l2 > 1e-6);
   CHECK(d.rel_l2 < 1e-2);
 }
+
+TEST_CASE("I-ViT shiftmax on A2: integer exp and division, measured beside QFlash", "[emulate][qflash]") {
+  Problem p;
+  std::mt19937_64 gen(2024);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (TensorF* t : {&p.q, &p.k, &p.v}) {
+    *t = TensorF(6, 197, 64);
+    for (float& x : t->data) x = u(gen);
+  }
+  Recipe r = fp32_recipe();
+  r.q = r.k = r.v = scaled(FormatId::int8, Granularity::tensor);
+  r.p = static_p(FormatId::int8, 127);
+  r.qk_acc.kind = r.pv_acc.kind = Accumulator::Kind::exact;
+  r.softmax = SoftmaxKind::ivit_shiftmax;
+  const double shiftmax = versus_reference(p, r).sqnr_db;
+  r.softmax = SoftmaxKind::qflash_integer;
+  const double qflash = versus_reference(p, r).sqnr_db;
+  INFO("shiftmax " << shiftmax << " dB, qflash " << qflash << " dB");
+  // Both approximate 2^r by 1 + r/2 and keep ~7 bits of P: 20-40 dB on this workload. Measured
+  // here: shiftmax 30.43 dB, qflash 30.19 dB (the QFlash paper reports QFlash up to 6.7 dB above
+  // I-ViT with its own, unpublished constants; with the lab's, both sit at the int8 output floor).
+  CHECK(shiftmax > 20);
+  CHECK(shiftmax < 40);
+}
+
+TEST_CASE("I-ViT exp on hand-worked values", "[emulate][qflash]") {
+  CHECK(ivit::i0(1.0 / 1000) == -1000);
+  // x = 0: q = 0, r = 0, b = 1000 -> 1000 << 15.
+  CHECK(ivit::exp(0, -1000) == (std::int64_t{1000} << 15));
+  // x = -700: xp = -700 - 350 + 44 = -1006 (x >> 4 floors -43.75 to -44; true -700 log2 e = -1009.9);
+  // q = 1, r = -6, b = (-6 >> 1) + 1000 = 997 -> 997 << 14.
+  CHECK(ivit::exp(-700, -1000) == (std::int64_t{997} << 14));
+}
