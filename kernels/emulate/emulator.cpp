@@ -502,6 +502,9 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
   for (int i : opt.prob_rows) {
     if (i < 0 || i >= p.q.tokens) throw std::invalid_argument("emulate: probability row " + std::to_string(i) + " is outside [0, " + std::to_string(p.q.tokens) + ")");
   }
+  if (r.softmax != SoftmaxKind::float_online && !opt.prob_rows.empty()) {
+    throw std::invalid_argument("emulate: probability rows are not available for an integer softmax (qflash, shiftmax) yet");
+  }
   const Prepared pr = prepare_all(p, r);
   const Scorer scorer(p, r, pr);
   EmulatorResult res;

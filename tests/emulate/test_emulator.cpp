@@ -471,3 +471,42 @@ TEST_CASE("I-ViT exp on hand-worked values", "[emulate][qflash]") {
   // q = 1, r = -6, b = (-6 >> 1) + 1000 = 997 -> 997 << 14.
   CHECK(ivit::exp(-700, -1000) == (std::int64_t{997} << 14));
 }
+
+TEST_CASE("hand-checked: Hadamard rotation, global K mean, split-K merge, lazy rescale", "[emulate]") {
+  // d = 2, one head, two keys, scale 1. q = (1, 0); k0 = (0, 0), k1 = (ln 3, 0); v0 = 0, v1 = 4.
+  // Weights 1 : 3, so out = 3 / 4 * 4 = 3 for every feature below, which must not change it.
+  Problem p;
+  p.q = TensorF(1, 2, 2);
+  p.k = TensorF(1, 2, 2);
+  p.v = TensorF(1, 2, 2);
+  p.softmax_scale = 1.0;
+  p.q.data = {1, 0, 1, 0};
+  p.k.data = {0, 0, static_cast<float>(std::log(3.0)), 0};
+  p.v.data = {0, 0, 4, 4};
+  p.rows = RowSelection::range_of(1, 2);
+  Recipe r = fp32_recipe();
+  r.tiles.block_k = 1;  // each key its own tile: the online softmax really merges
+  const auto out = [&](const Recipe& rr) { return emulate(p, rr).out(0, 0, 0); };
+  CHECK(std::fabs(out(r) - 3.0f) < 1e-6f);  // fp32 exp2 and one division: a few ulps of 3
+  Recipe h = r;
+  h.rotation = Rotation::hadamard;  // q -> (1, 1)/sqrt 2, k1 -> (ln 3, ln 3)/sqrt 2: dot unchanged
+  CHECK(std::fabs(out(h) - 3.0f) < 1e-6f);
+  Recipe g = r;
+  g.k_smoothing = KSmoothing::global_mean;  // k -> -+(ln 3)/2: both scores shift by -(ln 3)/2
+  CHECK(std::fabs(out(g) - 3.0f) < 1e-6f);
+  Recipe s = r;
+  s.split_k = 2;  // partials (m, l, o) = (0, 1, 0) and (log2 3, 1, 4): (0 + 3 * 4) / (1 + 3) = 3
+  CHECK(std::fabs(out(s) - 3.0f) < 1e-6f);
+  Recipe lazy = r;
+  lazy.lazy_rescale_tau = 2;  // log2 3 = 1.58 < 2: no rescale, P1 = 3 > 1, still exact in fp32
+  CHECK(std::fabs(out(lazy) - 3.0f) < 1e-6f);
+  lazy.p = static_p(FormatId::e4m3, 448);  // but P1 * 448 = 1344 saturates to 448: weights 448 : 448
+  CHECK(out(lazy) == 2.0f);                // (448 * 0 + 448 * 4) / (448 + 448)
+  Recipe eager = r;
+  eager.p = static_p(FormatId::e4m3, 448);
+  // Key by key, P0 is quantized while it is the running max (1 -> 448, exact) and only rescaled in
+  // fp32 afterwards: e4m3 costs nothing here.
+  CHECK(std::fabs(out(eager) - 3.0f) < 1e-6f);
+  eager.tiles.block_k = 2;  // one tile: P0 = 1/3 -> 149.33 -> 144 (e4m3 steps by 16 there), P1 = 448
+  CHECK(out(eager) == static_cast<float>(448.0 * 4 / (144.0 + 448.0)));
+}
