@@ -30,18 +30,7 @@ py_pins=(numpy==2.2.6 ml_dtypes==0.5.3)
 if [[ ! -x .venv/bin/python ]]; then
   /usr/bin/python3 -m venv .venv
 fi
-if ! .venv/bin/python - "${py_pins[@]}" <<'PY'
-import sys
-from importlib.metadata import version, PackageNotFoundError
-for pin in sys.argv[1:]:
-    name, want = pin.split("==")
-    try:
-        if version(name) != want:
-            sys.exit(1)
-    except PackageNotFoundError:
-        sys.exit(1)
-PY
-then
+if ! .venv/bin/python scripts/pins_installed.py "${py_pins[@]}"; then
   echo "install-deps: installing ${py_pins[*]} into .venv"
   .venv/bin/pip install -q --disable-pip-version-check "${py_pins[@]}"
 else

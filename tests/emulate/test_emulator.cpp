@@ -49,6 +49,28 @@ Recipe fp32_recipe() {
   return r;
 }
 
+// QFlash's workload A2 (DeiT-S): 6 heads, 197 tokens, d = 64, inputs uniform in [-4, 4] as in the
+// QFlash repository's accuracy script.
+Problem qflash_a2_problem() {
+  Problem p;
+  std::mt19937_64 gen(2024);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (TensorF* t : {&p.q, &p.k, &p.v}) {
+    *t = TensorF(6, 197, 64);
+    for (float& x : t->data) x = u(gen);
+  }
+  return p;
+}
+
+// int8 per-tensor Q, K, V, int8 P, integer accumulators: the operands of QFlash and I-ViT.
+Recipe int8_integer_softmax_recipe() {
+  Recipe r = fp32_recipe();
+  r.q = r.k = r.v = scaled(FormatId::int8, Granularity::tensor);
+  r.p = static_p(FormatId::int8, 127);
+  r.qk_acc.kind = r.pv_acc.kind = Accumulator::Kind::exact;
+  return r;
+}
+
 std::vector<double> as_double(const TensorF& t) { return {t.data.begin(), t.data.end()}; }
 
 ErrorMetrics versus_reference(const Problem& p, const Recipe& r) {
@@ -355,17 +377,8 @@ TEST_CASE("Q smoothing (SageAttention2) helps int8 Q when Q has channel biases",
 TEST_CASE("QFlash's integer pipeline lands near the authors' SQNR on their A2 workload", "[emulate][qflash]") {
   // Workload A2 (DeiT-S): 6 heads, 197 tokens, d = 64; inputs uniform in [-4, 4] as in the QFlash
   // repository's accuracy script; int8 per-tensor Q, K, V; SQNR against float64 attention.
-  Problem p;
-  std::mt19937_64 gen(2024);
-  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
-  for (TensorF* t : {&p.q, &p.k, &p.v}) {
-    *t = TensorF(6, 197, 64);
-    for (float& x : t->data) x = u(gen);
-  }
-  Recipe r = fp32_recipe();
-  r.q = r.k = r.v = scaled(FormatId::int8, Granularity::tensor);
-  r.p = static_p(FormatId::int8, 127);
-  r.qk_acc.kind = r.pv_acc.kind = Accumulator::Kind::exact;
+  const Problem p = qflash_a2_problem();
+  Recipe r = int8_integer_softmax_recipe();
   r.softmax = SoftmaxKind::qflash_integer;
   const double sqnr = versus_reference(p, r).sqnr_db;
   // QFlash reports 32.50 dB on A2 (against PyTorch SDPA); the lab's constants (qflash.hpp) measure
@@ -440,17 +453,8 @@ TEST_CASE("a float QK^T through the MMA accumulator model", "[emulate][accumulat
 }
 
 TEST_CASE("I-ViT shiftmax on A2: integer exp and division, measured beside QFlash", "[emulate][qflash]") {
-  Problem p;
-  std::mt19937_64 gen(2024);
-  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
-  for (TensorF* t : {&p.q, &p.k, &p.v}) {
-    *t = TensorF(6, 197, 64);
-    for (float& x : t->data) x = u(gen);
-  }
-  Recipe r = fp32_recipe();
-  r.q = r.k = r.v = scaled(FormatId::int8, Granularity::tensor);
-  r.p = static_p(FormatId::int8, 127);
-  r.qk_acc.kind = r.pv_acc.kind = Accumulator::Kind::exact;
+  const Problem p = qflash_a2_problem();
+  Recipe r = int8_integer_softmax_recipe();
   r.softmax = SoftmaxKind::ivit_shiftmax;
   const double shiftmax = versus_reference(p, r).sqnr_db;
   r.softmax = SoftmaxKind::qflash_integer;
