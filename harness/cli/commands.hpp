@@ -11,5 +11,6 @@ Action add_formats_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
 Action add_synth_command(CLI::App& app);
+Action add_eval_command(CLI::App& app);
 
 }  // namespace qattn::cli
