@@ -417,7 +417,7 @@ void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer
 }
 
 // QFlash's integer pipeline for one query row (see qflash.hpp for every constant).
-void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h, int i, RowOut& out) {
+void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h, int i, bool want_weights, RowOut& out) {
   const int n = p.k.tokens, d = p.q.dim, kh = h / p.group(), bc = r.tiles.block_k;
   const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
   const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
@@ -431,6 +431,10 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
   }
   std::int64_t m = -(std::int64_t{1} << 21), l = 0;
   std::vector<std::int64_t> o(d, 0), sc(bc), p8(bc);
+  // Weights: each key's P8 and the tile it came from; the release factors alpha / I0 of later tiles.
+  std::vector<std::int64_t> key_p8(want_weights ? n : 0, 0);
+  std::vector<int> key_tile(want_weights ? n : 0, -1);
+  std::vector<double> release;
   for (int j0 = (lo / bc) * bc; j0 < hi; j0 += bc) {
     const int w = std::min(n, j0 + bc) - j0;
     std::int64_t tile_max = std::numeric_limits<std::int64_t>::min();
@@ -450,6 +454,13 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
       row_sum += p8[jj];
     }
     l = qflash::scale_release(l, alpha, c) + row_sum;
+    if (want_weights) {
+      release.push_back(static_cast<double>(alpha) / static_cast<double>(c.i0));
+      for (int jj = 0; jj < w; ++jj) {
+        key_p8[j0 + jj] = p8[jj];
+        key_tile[j0 + jj] = static_cast<int>(release.size()) - 1;
+      }
+    }
     for (int cc = 0; cc < d; ++cc) {
       std::int64_t acc = 0;
       for (int jj = 0; jj < w; ++jj) acc += p8[jj] * pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j0 + jj) * d + cc];
@@ -460,10 +471,18 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
   const float sv = pr.v.scales[static_cast<std::size_t>(kh) * p.v.tokens];
   out.o.assign(d, 0.0f);
   for (int cc = 0; cc < d; ++cc) out.o[cc] = static_cast<float>(qflash::floor_div(o[cc], l)) * sv;
+  if (want_weights) {
+    // Key j's weight: P8_j times the release factors of every later tile, over the final l.
+    std::vector<double> after(release.size() + 1, 1.0);
+    for (std::size_t t = release.size(); t-- > 0;) after[t] = after[t + 1] * (t + 1 < release.size() ? release[t + 1] : 1.0);
+    out.weights.assign(n, 0.0);
+    for (int j = 0; j < n; ++j)
+      if (key_tile[j] >= 0) out.weights[j] = static_cast<double>(key_p8[j]) * after[key_tile[j]] / static_cast<double>(l);
+  }
 }
 
 // I-ViT's Shiftmax over the whole row (see qflash.hpp, namespace ivit), int8 Q, K, V.
-void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, RowOut& out) {
+void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, bool want_weights, RowOut& out) {
   const int n = p.k.tokens, d = p.q.dim, kh = h / p.group();
   const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
   const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
@@ -483,8 +502,10 @@ void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, RowOut
   }
   const std::int64_t factor = (std::int64_t{1} << ivit::kDivBits) / sum;
   std::vector<std::int64_t> o(d, 0);
+  if (want_weights) out.weights.assign(n, 0.0);
   for (int j = 0; j < n; ++j) {
     const std::int64_t pj = (factor * e[j]) >> (ivit::kDivBits - ivit::kPBits);
+    if (want_weights) out.weights[j] = std::ldexp(static_cast<double>(pj), -ivit::kPBits);
     if (pj == 0) continue;
     const std::int8_t* vr = &pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j) * d];
     for (int cc = 0; cc < d; ++cc) o[cc] += pj * vr[cc];
@@ -502,9 +523,6 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
   for (int i : opt.prob_rows) {
     if (i < 0 || i >= p.q.tokens) throw std::invalid_argument("emulate: probability row " + std::to_string(i) + " is outside [0, " + std::to_string(p.q.tokens) + ")");
   }
-  if (r.softmax != SoftmaxKind::float_online && !opt.prob_rows.empty()) {
-    throw std::invalid_argument("emulate: probability rows are not available for an integer softmax (qflash, shiftmax) yet");
-  }
   const Prepared pr = prepare_all(p, r);
   const Scorer scorer(p, r, pr);
   EmulatorResult res;
@@ -520,11 +538,12 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
     const int h = static_cast<int>(t / (nr + np)), k = static_cast<int>(t % (nr + np));
     RowOut ro;
     if (r.softmax != SoftmaxKind::float_online) {
-      if (k < nr) {
-        if (r.softmax == SoftmaxKind::qflash_integer) run_row_qflash(p, r, pr, h, res.rows[k], ro);
-        else run_row_shiftmax(p, pr, h, res.rows[k], ro);
-        std::copy(ro.o.begin(), ro.o.end(), res.out.row(h, k));
-      }
+      const bool weights = k >= nr;
+      const int row = weights ? res.prob_rows[k - nr] : res.rows[k];
+      if (r.softmax == SoftmaxKind::qflash_integer) run_row_qflash(p, r, pr, h, row, weights, ro);
+      else run_row_shiftmax(p, pr, h, row, weights, ro);
+      if (weights) std::copy(ro.weights.begin(), ro.weights.end(), res.probs.row(h, k - nr));
+      else std::copy(ro.o.begin(), ro.o.end(), res.out.row(h, k));
     } else if (k < nr) {
       run_row(p, r, pr, scorer, h, res.rows[k], false, ro);
       std::copy(ro.o.begin(), ro.o.end(), res.out.row(h, k));

@@ -514,3 +514,36 @@ TEST_CASE("hand-checked: Hadamard rotation, global K mean, split-K merge, lazy r
   eager.tiles.block_k = 2;  // one tile: P0 = 1/3 -> 149.33 -> 144 (e4m3 steps by 16 there), P1 = 448
   CHECK(out(eager) == static_cast<float>(448.0 * 4 / (144.0 + 448.0)));
 }
+
+TEST_CASE("integer softmaxes hand back the weights their outputs were made with", "[emulate][qflash]") {
+  const Problem p = qflash_a2_problem();
+  Recipe r = int8_integer_softmax_recipe();
+  r.tiles.block_k = 32;
+  const QuantizedTensor vq = quantize(p.v, r.v.spec);
+  const TensorF v = dequantize(vq);
+  for (SoftmaxKind kind : {SoftmaxKind::qflash_integer, SoftmaxKind::ivit_shiftmax}) {
+    r.softmax = kind;
+    EmulatorOptions eo;
+    eo.prob_rows = {0, 100, 196};
+    const EmulatorResult e = emulate(p, r, eo);
+    for (int h = 0; h < 6; h += 5)
+      for (int k = 0; k < 3; ++k) {
+        const double* w = e.probs.row(h, k);
+        double sum = 0;
+        for (int j = 0; j < 197; ++j) sum += w[j];
+        // qflash: l sums the same P8, so the weights sum to 1 up to the truncations of ScaleRelease
+        // (at most one unit of l per tile, l >= 127): within 7 tiles / 127 = 5.5%. shiftmax: each P is
+        // floored to 2^-7, so a row sums to at most 1 (and loses < 2^-7 per key).
+        UNSCOPED_INFO("weights sum " << sum);
+        if (kind == SoftmaxKind::qflash_integer) CHECK(std::fabs(sum - 1) < 0.055);
+        else CHECK(sum <= 1.0);
+        for (int c = 0; c < 64; c += 21) {
+          double o = 0;
+          for (int j = 0; j < 197; ++j) o += w[j] * v(h, j, c);
+          // qflash's output is floor(O / l) in V's int8 levels: within one level of the weighted
+          // sum; shiftmax's is the weighted sum itself (fp32 rounding).
+          CHECK(std::fabs(e.out(h, eo.prob_rows[k], c) - o) <= vq.scales[0] * 1.0001 + 1e-6);
+        }
+      }
+  }
+}
