@@ -547,3 +547,32 @@ TEST_CASE("integer softmaxes hand back the weights their outputs were made with"
       }
   }
 }
+
+TEST_CASE("hand-checked: per-block and running K means shift the scores they should", "[emulate]") {
+  // d = 1, scale 1, q = 1 for every row, keys 0, 2, 4, 4, values 1, 2, 3, 4; row 0 sees all keys.
+  Problem p;
+  p.q = TensorF(1, 4, 1);
+  p.k = TensorF(1, 4, 1);
+  p.v = TensorF(1, 4, 1);
+  p.softmax_scale = 1.0;
+  p.q.data = {1, 1, 1, 1};
+  p.k.data = {0, 2, 4, 4};
+  p.v.data = {1, 2, 3, 4};
+  p.rows = RowSelection::range_of(0, 1);
+  const auto softmax_out = [](std::vector<double> s) {
+    double num = 0, den = 0;
+    for (int j = 0; j < 4; ++j) num += std::exp(s[j]) * (j + 1), den += std::exp(s[j]);
+    return num / den;
+  };
+  Recipe r = fp32_recipe();
+  r.k_smoothing_block = 2;
+  // Block means 1 and 4: keys become -1, 1, 0, 0, so do the scores (no correction).
+  r.k_smoothing = KSmoothing::block_mean;
+  CHECK(std::fabs(emulate(p, r).out(0, 0, 0) - softmax_out({-1, 1, 0, 0})) < 1e-6);  // fp32: ulps of ~2.5
+  // Corrected: q . mu_b added back, scores 0, 2, 4, 4 again.
+  r.k_smoothing = KSmoothing::block_mean_corrected;
+  CHECK(std::fabs(emulate(p, r).out(0, 0, 0) - softmax_out({0, 2, 4, 4})) < 1e-6);
+  // Running mean: key j minus the mean of keys before it: 0, 2 - 0, 4 - 1, 4 - 2.
+  r.k_smoothing = KSmoothing::running_mean;
+  CHECK(std::fabs(emulate(p, r).out(0, 0, 0) - softmax_out({0, 2, 3, 2})) < 1e-6);
+}
