@@ -4,7 +4,7 @@
 // parallel (OpenMP), and quantizes nothing.
 #include <vector>
 
-#include "reference/problem.hpp"
+#include "kernels/problem/problem.hpp"
 
 namespace qattn {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/formats/format.hpp"
-#include "reference/problem.hpp"
+#include "kernels/problem/problem.hpp"
 
 namespace qattn {
 

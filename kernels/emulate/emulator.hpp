@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/recipe/recipe.hpp"
-#include "reference/problem.hpp"
+#include "kernels/problem/problem.hpp"
 
 namespace qattn {
 

@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "reference/problem.hpp"
+#include "kernels/problem/problem.hpp"
 
 namespace qattn::test {
 

@@ -1,4 +1,4 @@
-#include "reference/problem.hpp"
+#include "kernels/problem/problem.hpp"
 
 #include <algorithm>
 #include <cmath>
