@@ -1,10 +1,14 @@
 #include "kernels/emulate/emulator.hpp"
 
 #include <omp.h>
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -97,7 +101,7 @@ std::vector<float> smooth_k(TensorF& k, const Recipe& r) {
 // One operand after quantization: values as the matmul sees them.
 struct Operand {
   bool integer = false;
-  std::vector<std::int8_t> codes;  // integer formats: signed codes [H, N, d]
+  std::vector<std::int16_t> codes;  // integer formats: signed codes [H, N, d] (int16: the dot product maps onto pmaddwd)
   std::vector<float> scales;       // integer formats: one per (h, n, group) (expanded); valid for
                                    // tensor/head/token/block/group granularities (QK^T and QFlash use those)
   int groups = 1;                  // scale groups along d
@@ -117,7 +121,7 @@ Operand prepare(const TensorF& x, const OperandQuant& oq) {
     o.integer = true;
     o.groups = oq.spec.granularity == Granularity::group ? x.dim / oq.spec.block : 1;
     o.codes.resize(qt.codes.size());
-    for (std::size_t i = 0; i < qt.codes.size(); ++i) o.codes[i] = static_cast<std::int8_t>(decode(f, qt.codes[i]));
+    for (std::size_t i = 0; i < qt.codes.size(); ++i) o.codes[i] = static_cast<std::int16_t>(decode(f, qt.codes[i]));
     o.scales.resize(static_cast<std::size_t>(x.heads) * x.tokens * o.groups);
     const int gsize = x.dim / o.groups;
     for (int h = 0; h < x.heads; ++h)
@@ -139,6 +143,7 @@ struct Prepared {
   std::vector<float> q_block_means;  // q smoothing: per (head, query tile) channel means
   TensorF k_float;                   // q smoothing: K after smoothing, before quantization (dS = mean_q . K)
   std::vector<float> v_means;        // v smoothing: per (kv head) channel means
+  std::vector<double> v_f64;         // V's values widened once (exact PV accumulation reads these)
 };
 
 Prepared prepare_all(const Problem& p, const Recipe& r) {
@@ -191,10 +196,11 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
   pr.q = prepare(q, r.q);
   pr.k = prepare(k, r.k);
   pr.v = prepare(v, r.v);
+  if (r.pv_acc.kind == Accumulator::Kind::exact) pr.v_f64.assign(pr.v.values.data.begin(), pr.v.values.data.end());
   return pr;
 }
 
-int int_dot(const std::int8_t* a, const std::int8_t* b, int n) {
+int int_dot(const std::int16_t* a, const std::int16_t* b, int n) {
   int s = 0;
   for (int c = 0; c < n; ++c) s += static_cast<int>(a[c]) * static_cast<int>(b[c]);
   return s;
@@ -210,8 +216,8 @@ class Scorer {
     float s;
     if (pr_.q.integer) {
       const int g = pr_.q.groups, gs = d / g;
-      const std::int8_t* a = &pr_.q.codes[(static_cast<std::size_t>(h) * p_.q.tokens + i) * d];
-      const std::int8_t* b = &pr_.k.codes[(static_cast<std::size_t>(kh) * p_.k.tokens + j) * d];
+      const std::int16_t* a = &pr_.q.codes[(static_cast<std::size_t>(h) * p_.q.tokens + i) * d];
+      const std::int16_t* b = &pr_.k.codes[(static_cast<std::size_t>(kh) * p_.k.tokens + j) * d];
       const float* sa = &pr_.q.scales[(static_cast<std::size_t>(h) * p_.q.tokens + i) * g];
       const float* sb = &pr_.k.scales[(static_cast<std::size_t>(kh) * p_.k.tokens + j) * g];
       if (g == 1) {
@@ -259,161 +265,234 @@ struct RowOut {
   std::vector<double> weights;  // effective weight per key (prob rows only)
 };
 
-// One query row through the tiled online softmax, split-K partials merged at the end.
-void run_row(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer& scorer, int h, int i, bool want_weights,
-             RowOut& out) {
-  const int n = p.k.tokens, d = p.q.dim, kh = h / p.group(), bc = r.tiles.block_k;
-  const float c = static_cast<float>(p.scale()) * kLog2e;  // fp32, as a kernel holds it
-  const Format pf = format_of(r.p.spec.format);
-  const bool p_static = !r.p.unit_scale;
-  const float p_mult = p_static ? static_cast<float>(r.p.spec.multiplier) : 1.0f;
-  const AccumulatorModel pv(r.pv_acc);
-  const bool p_table = pf.bits <= 16;
-  thread_local std::vector<std::pair<FormatId, NonNegativeRounder>> rounders;
-  const NonNegativeRounder* rounder = nullptr;
-  if (p_table) {
-    for (auto& [id, rr] : rounders)
-      if (id == r.p.spec.format) rounder = &rr;
-    if (!rounder) rounder = &rounders.emplace_back(r.p.spec.format, NonNegativeRounder(pf)).second;
-  }
+using v4d_t = double __attribute__((vector_size(32)));
 
-  // Visible key range, in whole tiles as a kernel iterates them.
-  int lo = 0, hi = n;
-  if (p.causal) hi = i + 1;
-  if (p.window > 0) {
-    lo = std::max(0, i - p.window + 1);
-    if (!p.causal) hi = std::min(n, i + p.window);
-  }
-  const int t0 = lo / bc, t1 = (hi + bc - 1) / bc;
-  const int tiles = std::max(0, t1 - t0);
-  const int per_split = (tiles + r.split_k - 1) / r.split_k;
+// acc + p * v. A product of two fp32 values is exact in float64 (24 + 24 bits <= 53), so a fused
+// multiply-add rounds exactly as the separate multiply and add do: FMA here changes no bit, only
+// the speed.
+inline v4d_t fused_mul_add(double p, v4d_t v, v4d_t acc) {
+#if defined(__FMA__)
+  return reinterpret_cast<v4d_t>(_mm256_fmadd_pd(_mm256_set1_pd(p), reinterpret_cast<__m256d>(v), reinterpret_cast<__m256d>(acc)));
+#else
+  return acc + p * v;
+#endif
+}
 
-  std::vector<double> terms;
-  std::vector<float> s(bc), pq(bc), pf32(bc);
-  std::vector<float> m_split, l_split, lp_split;
-  std::vector<std::vector<float>> o_split;
-  std::vector<float> m_at_key;  // running max when each key was quantized (weights only)
-  std::vector<int> split_of_key;
-  if (want_weights) {
-    out.weights.assign(n, 0.0);
-    m_at_key.assign(n, kNegInf);
-    split_of_key.assign(n, -1);
-  }
+// The tiled online softmax of one query row, as a state advanced one key tile at a time, so that
+// a block of rows can share each K/V tile while it is in cache, as a kernel's query tile does.
+// Each row's arithmetic is the same whatever its neighbours: results do not depend on blocking.
+class RowEmulator {
+ public:
+  RowEmulator(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer& scorer)
+      : p_(p), r_(r), pr_(pr), scorer_(scorer), pv_(r.pv_acc), pf_(format_of(r.p.spec.format)),
+        p_mult_(r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier)),
+        c_(static_cast<float>(p.scale()) * kLog2e),  // fp32, as a kernel holds it
+        rounder_(pf_.bits <= 16 && pf_.specials != Specials::e8m0 ? std::optional<NonNegativeRounder>(pf_) : std::nullopt) {}
 
-  for (int sp = 0; sp < r.split_k; ++sp) {
+  struct Split {
     float m = kNegInf, l = 0, lp = 0;  // lp: sum of the P that multiplies V (for V smoothing)
-    std::vector<float> o(d, 0.0f);
-    for (int t = t0 + sp * per_split; t < std::min(t1, t0 + (sp + 1) * per_split); ++t) {
-      const int j0 = t * bc, j1 = std::min(n, j0 + bc), w = j1 - j0;
-      float tile_max = kNegInf;
-      for (int jj = 0; jj < w; ++jj) {
-        const int j = j0 + jj;
-        s[jj] = p.visible(i, j) ? scorer.score(h, kh, i, j, terms) * c : kNegInf;
-        tile_max = std::max(tile_max, s[jj]);
-      }
-      float m_new = std::max(m, tile_max);
-      // Lazy rescale (FlashAttention-4): keep the old max while it grew by at most tau.
-      if (r.lazy_rescale_tau > 0 && m != kNegInf && m_new - m <= static_cast<float>(r.lazy_rescale_tau)) m_new = m;
-      if (m_new == kNegInf) continue;  // nothing visible yet
-      const float alpha = m == kNegInf ? 0.0f : std::exp2(m - m_new);
-      float row_sum = 0, pq_sum = 0;
-      for (int jj = 0; jj < w; ++jj) {
-        const float pv_float = s[jj] == kNegInf ? 0.0f : std::exp2(s[jj] - m_new);
-        pf32[jj] = pv_float;
-        // P quantized against the running max with the static multiplier: value in the code domain.
-        pq[jj] = p_table ? rounder->round(pv_float * p_mult)
-                         : static_cast<float>(decode(pf, quantize(pf, pv_float, p_mult)));
-        row_sum += r.denominator == Denominator::quantized_p ? pq[jj] : pv_float;
-        pq_sum += pq[jj];
-        if (want_weights) {
-          m_at_key[j0 + jj] = m_new;
-          split_of_key[j0 + jj] = sp;
-          out.weights[j0 + jj] = pq[jj];
-        }
-      }
-      l = alpha * l + row_sum;
-      lp = alpha * lp + pq_sum;
-      for (int cc = 0; cc < d; ++cc) o[cc] *= alpha;
-      const TensorF& vv = pr.v.values;
-      switch (r.pv_acc.kind) {
-        case Accumulator::Kind::exact: {
-          // Float64 sums of the products of fp32 values over the tile (error ~2^-53 relative per
-          // add, far below the fp32 rounding that follows), eight output channels at a time.
-          using v4f = float __attribute__((vector_size(16)));
-          using v4d = double __attribute__((vector_size(32)));
-          const float* vbase = vv.row(kh, j0);
-          int cc = 0;
-          for (; cc + 8 <= d; cc += 8) {
-            v4d acc_lo = {0, 0, 0, 0}, acc_hi = {0, 0, 0, 0};
-            for (int jj = 0; jj < w; ++jj) {
-              const double pj = pq[jj];
-              const float* vr = vbase + static_cast<std::size_t>(jj) * d + cc;
-              v4f a, b;
-              __builtin_memcpy(&a, vr, sizeof a);
-              __builtin_memcpy(&b, vr + 4, sizeof b);
-              acc_lo += pj * __builtin_convertvector(a, v4d);
-              acc_hi += pj * __builtin_convertvector(b, v4d);
-            }
-            for (int u = 0; u < 4; ++u) {
-              o[cc + u] = static_cast<float>(static_cast<double>(o[cc + u]) + acc_lo[u]);
-              o[cc + 4 + u] = static_cast<float>(static_cast<double>(o[cc + 4 + u]) + acc_hi[u]);
-            }
-          }
-          for (; cc < d; ++cc) {
-            double acc1 = 0;
-            for (int jj = 0; jj < w; ++jj) acc1 += static_cast<double>(pq[jj]) * vbase[static_cast<std::size_t>(jj) * d + cc];
-            o[cc] = static_cast<float>(static_cast<double>(o[cc]) + acc1);
-          }
-          break;
-        }
-        case Accumulator::Kind::fp32:
-          for (int jj = 0; jj < w; ++jj) {
-            const float* vr = vv.row(kh, j0 + jj);
-            const float pj = pq[jj];
-            for (int cc = 0; cc < d; ++cc) o[cc] += pj * vr[cc];
-          }
-          break;
-        default:
-          terms.resize(w);
-          for (int cc = 0; cc < d; ++cc) {
-            for (int jj = 0; jj < w; ++jj) terms[jj] = static_cast<double>(pq[jj]) * vv(kh, j0 + jj, cc);
-            o[cc] = pv.add(o[cc], terms);
-          }
-      }
-      m = m_new;
+    std::vector<float> o;
+  };
+  struct Row {
+    int h = 0, i = 0, t0 = 0, t1 = 0, per_split = 1;
+    bool want_weights = false;
+    std::vector<Split> splits;
+    std::vector<double> weights;  // P as quantized, then rescaled in finish()
+    std::vector<float> m_at_key;  // running max when each key was quantized
+    std::vector<int> split_of_key;
+  };
+
+  Row start(int h, int i, bool want_weights) const {
+    const int n = p_.k.tokens, bc = r_.tiles.block_k;
+    Row row;
+    row.h = h;
+    row.i = i;
+    // Visible key range, in whole tiles as a kernel iterates them.
+    int lo = 0, hi = n;
+    if (p_.causal) hi = i + 1;
+    if (p_.window > 0) {
+      lo = std::max(0, i - p_.window + 1);
+      if (!p_.causal) hi = std::min(n, i + p_.window);
     }
-    m_split.push_back(m);
-    l_split.push_back(l);
-    lp_split.push_back(lp);
-    o_split.push_back(std::move(o));
+    row.t0 = lo / bc;
+    row.t1 = std::max(row.t0, (hi + bc - 1) / bc);
+    row.per_split = std::max(1, (row.t1 - row.t0 + r_.split_k - 1) / r_.split_k);
+    row.splits.resize(r_.split_k);
+    for (Split& sp : row.splits) sp.o.assign(p_.q.dim, 0.0f);
+    row.want_weights = want_weights;
+    if (want_weights) {
+      row.weights.assign(n, 0.0);
+      row.m_at_key.assign(n, kNegInf);
+      row.split_of_key.assign(n, -1);
+    }
+    return row;
   }
 
-  // Merge split partials by online softmax (one split: the identity).
-  float M = kNegInf;
-  for (float m : m_split) M = std::max(M, m);
-  float L = 0, LP = 0;
-  out.o.assign(d, 0.0f);
-  std::vector<float> f(m_split.size());
-  for (std::size_t k = 0; k < m_split.size(); ++k) {
-    f[k] = m_split[k] == kNegInf ? 0.0f : std::exp2(m_split[k] - M);
-    L += f[k] * l_split[k];
-    LP += f[k] * lp_split[k];
-    for (int cc = 0; cc < d; ++cc) out.o[cc] += f[k] * o_split[k][cc];
+  // Key tile t for this row (nothing if outside its visible tiles).
+  void step(Row& row, int t) {
+    if (t < row.t0 || t >= row.t1) return;
+    const int n = p_.k.tokens, d = p_.q.dim, kh = row.h / p_.group(), bc = r_.tiles.block_k;
+    const int spi = (t - row.t0) / row.per_split;
+    Split& sp = row.splits[spi];
+    const int j0 = t * bc, j1 = std::min(n, j0 + bc), w = j1 - j0;
+    s_.resize(bc);
+    pq_.resize(bc);
+    float tile_max = kNegInf;
+    // A row's visible keys form one interval: checking the tile's ends decides the whole tile.
+    const bool all_visible = p_.visible(row.i, j0) && p_.visible(row.i, j1 - 1);
+    for (int jj = 0; jj < w; ++jj) {
+      const int j = j0 + jj;
+      s_[jj] = all_visible || p_.visible(row.i, j) ? scorer_.score(row.h, kh, row.i, j, terms_) * c_ : kNegInf;
+      tile_max = std::max(tile_max, s_[jj]);
+    }
+    float m_new = std::max(sp.m, tile_max);
+    // Lazy rescale (FlashAttention-4): keep the old max while it grew by at most tau.
+    if (r_.lazy_rescale_tau > 0 && sp.m != kNegInf && m_new - sp.m <= static_cast<float>(r_.lazy_rescale_tau)) m_new = sp.m;
+    if (m_new == kNegInf) return;  // nothing visible yet
+    const float alpha = sp.m == kNegInf ? 0.0f : std::exp2(sp.m - m_new);
+    float row_sum = 0, pq_sum = 0;
+    for (int jj = 0; jj < w; ++jj) {
+      const float pv_float = s_[jj] == kNegInf ? 0.0f : std::exp2(s_[jj] - m_new);
+      // P quantized against the running max with the static multiplier: value in the code domain.
+      pq_[jj] = rounder_ ? rounder_->round(pv_float * p_mult_) : static_cast<float>(decode(pf_, quantize(pf_, pv_float, p_mult_)));
+      row_sum += r_.denominator == Denominator::quantized_p ? pq_[jj] : pv_float;
+      pq_sum += pq_[jj];
+      if (row.want_weights) {
+        row.m_at_key[j0 + jj] = m_new;
+        row.split_of_key[j0 + jj] = spi;
+        row.weights[j0 + jj] = pq_[jj];
+      }
+    }
+    sp.l = alpha * sp.l + row_sum;
+    sp.lp = alpha * sp.lp + pq_sum;
+    std::vector<float>& o = sp.o;
+    for (int cc = 0; cc < d; ++cc) o[cc] *= alpha;
+    const TensorF& vv = pr_.v.values;
+    switch (r_.pv_acc.kind) {
+      case Accumulator::Kind::exact: {
+        // Float64 sums of the products of fp32 values over the tile (error ~2^-53 relative per
+        // add, far below the fp32 rounding that follows), eight output channels at a time.
+        using v4f = float __attribute__((vector_size(16)));
+        using v4d = double __attribute__((vector_size(32)));
+        const float* vbase = vv.row(kh, j0);
+        int cc = 0;
+        // Sixteen channels: four independent add chains hide the add latency. Each channel is
+        // still summed over the keys in order, so the result is the same as one channel at a time.
+        const double* v64 = pr_.v_f64.data() + vv.index(kh, j0, 0);
+        for (; cc + 16 <= d; cc += 16) {
+          v4d acc[4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+          for (int jj = 0; jj < w; ++jj) {
+            const double pj = pq_[jj];
+            const double* vr = v64 + static_cast<std::size_t>(jj) * d + cc;
+            for (int g = 0; g < 4; ++g) {
+              v4d a;
+              __builtin_memcpy(&a, vr + 4 * g, sizeof a);
+              acc[g] = fused_mul_add(pj, a, acc[g]);
+            }
+          }
+          for (int g = 0; g < 4; ++g)
+            for (int u = 0; u < 4; ++u) o[cc + 4 * g + u] = static_cast<float>(static_cast<double>(o[cc + 4 * g + u]) + acc[g][u]);
+        }
+        for (; cc + 8 <= d; cc += 8) {
+          v4d acc_lo = {0, 0, 0, 0}, acc_hi = {0, 0, 0, 0};
+          for (int jj = 0; jj < w; ++jj) {
+            const double pj = pq_[jj];
+            const float* vr = vbase + static_cast<std::size_t>(jj) * d + cc;
+            v4f a, b;
+            __builtin_memcpy(&a, vr, sizeof a);
+            __builtin_memcpy(&b, vr + 4, sizeof b);
+            acc_lo += pj * __builtin_convertvector(a, v4d);
+            acc_hi += pj * __builtin_convertvector(b, v4d);
+          }
+          for (int u = 0; u < 4; ++u) {
+            o[cc + u] = static_cast<float>(static_cast<double>(o[cc + u]) + acc_lo[u]);
+            o[cc + 4 + u] = static_cast<float>(static_cast<double>(o[cc + 4 + u]) + acc_hi[u]);
+          }
+        }
+        for (; cc < d; ++cc) {
+          double acc1 = 0;
+          for (int jj = 0; jj < w; ++jj) acc1 += static_cast<double>(pq_[jj]) * vbase[static_cast<std::size_t>(jj) * d + cc];
+          o[cc] = static_cast<float>(static_cast<double>(o[cc]) + acc1);
+        }
+        break;
+      }
+      case Accumulator::Kind::fp32:
+        for (int jj = 0; jj < w; ++jj) {
+          const float* vr = vv.row(kh, j0 + jj);
+          const float pj = pq_[jj];
+          for (int cc = 0; cc < d; ++cc) o[cc] += pj * vr[cc];
+        }
+        break;
+      default:
+        terms_.resize(w);
+        for (int cc = 0; cc < d; ++cc) {
+          for (int jj = 0; jj < w; ++jj) terms_[jj] = static_cast<double>(pq_[jj]) * vv(kh, j0 + jj, cc);
+          o[cc] = pv_.add(o[cc], terms_);
+        }
+    }
+    sp.m = m_new;
   }
-  const float denom = r.denominator == Denominator::quantized_p ? L : L * p_mult;
-  if (r.v_smoothing) {
-    const float* mu = &pr.v_means[static_cast<std::size_t>(kh) * d];
-    for (int cc = 0; cc < d; ++cc) out.o[cc] += mu[cc] * LP;  // mean * sum(P), in the same scaled domain
-  }
-  for (int cc = 0; cc < d; ++cc) out.o[cc] /= denom;
-  if (want_weights) {
-    for (int j = 0; j < n; ++j) {
-      if (split_of_key[j] < 0) continue;
-      const int sp = split_of_key[j];
-      // The factors the online softmax applied to this key's P afterwards, in float64.
-      out.weights[j] *= std::exp2(static_cast<double>(m_at_key[j]) - m_split[sp]) * f[sp] / denom;
+
+  // Merge split partials by online softmax (one split: the identity) and normalize.
+  void finish(Row& row, RowOut& out) const {
+    const int n = p_.k.tokens, d = p_.q.dim, kh = row.h / p_.group();
+    float M = kNegInf;
+    for (const Split& sp : row.splits) M = std::max(M, sp.m);
+    float L = 0, LP = 0;
+    out.o.assign(d, 0.0f);
+    std::vector<float> f(row.splits.size());
+    for (std::size_t k = 0; k < row.splits.size(); ++k) {
+      const Split& sp = row.splits[k];
+      f[k] = sp.m == kNegInf ? 0.0f : std::exp2(sp.m - M);
+      L += f[k] * sp.l;
+      LP += f[k] * sp.lp;
+      for (int cc = 0; cc < d; ++cc) out.o[cc] += f[k] * sp.o[cc];
+    }
+    const float denom = r_.denominator == Denominator::quantized_p ? L : L * p_mult_;
+    if (r_.v_smoothing) {
+      const float* mu = &pr_.v_means[static_cast<std::size_t>(kh) * d];
+      for (int cc = 0; cc < d; ++cc) out.o[cc] += mu[cc] * LP;  // mean * sum(P), in the same scaled domain
+    }
+    for (int cc = 0; cc < d; ++cc) out.o[cc] /= denom;
+    if (row.want_weights) {
+      out.weights = std::move(row.weights);
+      for (int j = 0; j < n; ++j) {
+        const int sp = row.split_of_key[j];
+        if (sp < 0) continue;
+        // The factors the online softmax applied to this key's P afterwards, in float64.
+        out.weights[j] *= std::exp2(static_cast<double>(row.m_at_key[j]) - row.splits[sp].m) * f[sp] / denom;
+      }
     }
   }
+
+ private:
+  const Problem& p_;
+  const Recipe& r_;
+  const Prepared& pr_;
+  const Scorer& scorer_;
+  AccumulatorModel pv_;
+  Format pf_;
+  float p_mult_, c_;
+  std::optional<NonNegativeRounder> rounder_;
+  std::vector<double> terms_;
+  std::vector<float> s_, pq_;
+};
+
+// A block of query rows of one head, key tile by key tile.
+void run_block(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer& scorer, int h, const int* rows, int count,
+               bool want_weights, std::vector<RowOut>& outs) {
+  RowEmulator emu(p, r, pr, scorer);
+  std::vector<RowEmulator::Row> state;
+  int t_lo = std::numeric_limits<int>::max(), t_hi = 0;
+  for (int k = 0; k < count; ++k) {
+    state.push_back(emu.start(h, rows[k], want_weights));
+    t_lo = std::min(t_lo, state.back().t0);
+    t_hi = std::max(t_hi, state.back().t1);
+  }
+  for (int t = t_lo; t < t_hi; ++t)
+    for (auto& row : state) emu.step(row, t);
+  outs.resize(count);
+  for (int k = 0; k < count; ++k) emu.finish(state[k], outs[k]);
 }
 
 // QFlash's integer pipeline for one query row (see qflash.hpp for every constant).
@@ -422,7 +501,7 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
   const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
   const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
   const qflash::Constants c = qflash::constants(static_cast<double>(sq) * sk * p.scale() * 1.4426950408889634);
-  const std::int8_t* qa = &pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d];
+  const std::int16_t* qa = &pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d];
   int lo = 0, hi = n;
   if (p.causal) hi = i + 1;
   if (p.window > 0) {
@@ -487,7 +566,7 @@ void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, bool w
   const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
   const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
   const std::int64_t i0 = ivit::i0(static_cast<double>(sq) * sk * p.scale());
-  const std::int8_t* qa = &pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d];
+  const std::int16_t* qa = &pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d];
   std::vector<std::int64_t> x(n), e(n);
   std::int64_t mx = std::numeric_limits<std::int64_t>::min();
   for (int j = 0; j < n; ++j) {
@@ -507,7 +586,7 @@ void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, bool w
     const std::int64_t pj = (factor * e[j]) >> (ivit::kDivBits - ivit::kPBits);
     if (want_weights) out.weights[j] = std::ldexp(static_cast<double>(pj), -ivit::kPBits);
     if (pj == 0) continue;
-    const std::int8_t* vr = &pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j) * d];
+    const std::int16_t* vr = &pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j) * d];
     for (int cc = 0; cc < d; ++cc) o[cc] += pj * vr[cc];
   }
   const float sv = pr.v.scales[static_cast<std::size_t>(kh) * p.v.tokens];
@@ -531,25 +610,26 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
   const int hq = p.q.heads, d = p.q.dim, nr = static_cast<int>(res.rows.size()), np = static_cast<int>(res.prob_rows.size());
   res.out = TensorF(hq, nr, d);
   res.probs = TensorD(hq, np, p.k.tokens);
-  const long tasks = static_cast<long>(hq) * (nr + np);
+  // Tasks: blocks of up to Br output rows of one head (they share each K/V tile), and one task per
+  // probability row. The integer softmaxes run row by row.
+  const int br = r.softmax == SoftmaxKind::float_online ? std::max(1, r.tiles.block_q) : 1;
+  const int blocks = (nr + br - 1) / br;
+  const long tasks = static_cast<long>(hq) * (blocks + np);
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 8) num_threads(threads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (long t = 0; t < tasks; ++t) {
-    const int h = static_cast<int>(t / (nr + np)), k = static_cast<int>(t % (nr + np));
-    RowOut ro;
-    if (r.softmax != SoftmaxKind::float_online) {
-      const bool weights = k >= nr;
-      const int row = weights ? res.prob_rows[k - nr] : res.rows[k];
-      if (r.softmax == SoftmaxKind::qflash_integer) run_row_qflash(p, r, pr, h, row, weights, ro);
-      else run_row_shiftmax(p, pr, h, row, weights, ro);
-      if (weights) std::copy(ro.weights.begin(), ro.weights.end(), res.probs.row(h, k - nr));
-      else std::copy(ro.o.begin(), ro.o.end(), res.out.row(h, k));
-    } else if (k < nr) {
-      run_row(p, r, pr, scorer, h, res.rows[k], false, ro);
-      std::copy(ro.o.begin(), ro.o.end(), res.out.row(h, k));
-    } else {
-      run_row(p, r, pr, scorer, h, res.prob_rows[k - nr], true, ro);
-      std::copy(ro.weights.begin(), ro.weights.end(), res.probs.row(h, k - nr));
+    const int h = static_cast<int>(t / (blocks + np)), k = static_cast<int>(t % (blocks + np));
+    const bool weights = k >= blocks;
+    const int first = weights ? k - blocks : k * br;
+    const int count = weights ? 1 : std::min(br, nr - first);
+    const int* rows = weights ? &res.prob_rows[first] : &res.rows[first];
+    std::vector<RowOut> outs(count);
+    if (r.softmax == SoftmaxKind::qflash_integer) run_row_qflash(p, r, pr, h, rows[0], weights, outs[0]);
+    else if (r.softmax == SoftmaxKind::ivit_shiftmax) run_row_shiftmax(p, pr, h, rows[0], weights, outs[0]);
+    else run_block(p, r, pr, scorer, h, rows, count, weights, outs);
+    for (int q = 0; q < count; ++q) {
+      if (weights) std::copy(outs[q].weights.begin(), outs[q].weights.end(), res.probs.row(h, first + q));
+      else std::copy(outs[q].o.begin(), outs[q].o.end(), res.out.row(h, first + q));
     }
   }
   return res;
