@@ -576,3 +576,24 @@ TEST_CASE("hand-checked: per-block and running K means shift the scores they sho
   r.k_smoothing = KSmoothing::running_mean;
   CHECK(std::fabs(emulate(p, r).out(0, 0, 0) - softmax_out({0, 2, 3, 2})) < 1e-6);
 }
+
+TEST_CASE("hand-checked: V smoothing makes a two-valued V exact in int8", "[emulate]") {
+  // d = 1, scale 1, scores 0 and ln 3 (weights 1 : 3), V = 10, 20, int8 per-tensor V.
+  Problem p;
+  p.q = TensorF(1, 2, 1);
+  p.k = TensorF(1, 2, 1);
+  p.v = TensorF(1, 2, 1);
+  p.softmax_scale = 1.0;
+  p.q.data = {1, 1};
+  p.k.data = {0, static_cast<float>(std::log(3.0))};
+  p.v.data = {10, 20};
+  p.rows = RowSelection::range_of(1, 2);
+  Recipe r = fp32_recipe();
+  r.v = scaled(FormatId::int8, Granularity::tensor);
+  // Plain: scale 20/127, 10 -> 63.5 -> 64 -> 10.079; out = (10.079 + 3 * 20) / 4 = 17.5197.
+  const double plain = (64.0 * static_cast<double>(20.0f / 127.0f) + 3 * 127.0 * static_cast<double>(20.0f / 127.0f)) / 4;
+  CHECK(std::fabs(emulate(p, r).out(0, 0, 0) - plain) < 1e-5);  // fp32 exp2 and sums: ulps of 17.5
+  // Smoothed: mean 15, V - 15 = -5, 5 sits exactly on +-127 levels; the mean comes back: 17.5.
+  r.v_smoothing = true;
+  CHECK(std::fabs(emulate(p, r).out(0, 0, 0) - 17.5) < 1e-5);
+}
