@@ -263,7 +263,13 @@ nlohmann::json to_json(const Recipe& r) {
 }
 
 Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
-  if (j.is_string()) return recipe_from_string(j.get<std::string>());
+  if (j.is_string()) {
+    try {
+      return recipe_from_string(j.get<std::string>());
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(where + ": " + e.what());
+    }
+  }
   if (!j.is_object()) bad(where, "expected a JSON object of recipe keys or a one-line recipe string");
   Recipe r = default_recipe();
   for (const auto& [key, value] : j.items()) {

@@ -1,0 +1,25 @@
+// `qattn run EXPERIMENT.json`: the sweep, into reports/<name>/.
+#include "harness/cli/commands.hpp"
+#include "harness/experiment/runner.hpp"
+
+namespace qattn::cli {
+
+Action add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run an experiment file into its report folder");
+  struct Opts {
+    std::string file;
+    RunOptions run;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("experiment", o->file, "Experiment JSON")->required();
+  cmd->add_flag("--resume", o->run.resume, "Complete an interrupted run without repeating rows");
+  cmd->add_flag("--force", o->run.force, "Replace an existing report folder");
+  cmd->add_option("--backend", o->run.backend, "emulate (gpu: issue 6)")->capture_default_str();
+  return [o]() {
+    o->run.command_line = "qattn run " + o->file + (o->run.resume ? " --resume" : "") + (o->run.force ? " --force" : "");
+    run_experiment(read_experiment(o->file), o->run);
+    return 0;
+  };
+}
+
+}  // namespace qattn::cli

@@ -1,0 +1,380 @@
+#include "harness/experiment/runner.hpp"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "harness/io/dataset_file.hpp"
+#include "harness/io/recipe_io.hpp"
+#include "kernels/emulate/emulator.hpp"
+#include "reference/attention.hpp"
+#include "reference/channel_stats.hpp"
+#include "reference/metrics.hpp"
+#include "reference/statistics.hpp"
+
+namespace qattn {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Appends whole lines and makes them durable before returning: a crash loses at most the unit in
+// flight, never one already reported.
+void append_durable(const fs::path& file, const std::string& lines) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) throw std::runtime_error(file.string() + ": cannot open for appending");
+  std::size_t done = 0;
+  while (done < lines.size()) {
+    const ssize_t w = ::write(fd, lines.data() + done, lines.size() - done);
+    if (w <= 0) {
+      ::close(fd);
+      throw std::runtime_error(file.string() + ": write failed");
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Writes a whole file through a temporary and a rename.
+void write_atomic(const fs::path& file, const std::string& text) {
+  const fs::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) throw std::runtime_error(tmp.string() + ": write failed");
+  }
+  fs::rename(tmp, file);
+}
+
+// Complete lines of a JSON Lines log (a torn last line from a crash is dropped and truncated).
+std::vector<json> read_log(const fs::path& file) {
+  std::vector<json> rows;
+  if (!fs::exists(file)) return rows;
+  std::ifstream in(file);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t end = all.rfind('\n');
+  const std::size_t keep = end == std::string::npos ? 0 : end + 1;
+  if (keep != all.size()) fs::resize_file(file, keep);
+  std::istringstream lines(all.substr(0, keep));
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) rows.push_back(json::parse(line));
+  return rows;
+}
+
+std::uint64_t fnv1a_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string git_commit() {
+  FILE* p = ::popen("git rev-parse HEAD 2>/dev/null", "r");
+  if (!p) return "unknown";
+  char buf[64] = {0};
+  const bool ok = std::fgets(buf, sizeof buf, p) != nullptr;
+  ::pclose(p);
+  std::string s = ok ? std::string(buf) : "unknown";
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s.empty() ? "unknown" : s;
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json num(double x) { return std::isfinite(x) ? json(x) : json(x > 0 ? "inf" : (x < 0 ? "-inf" : "nan")); }
+double as_double(const json& v) {
+  if (v.is_number()) return v.get<double>();
+  const std::string s = v.get<std::string>();
+  return s == "inf" ? INFINITY : (s == "-inf" ? -INFINITY : NAN);
+}
+
+std::string unit_key(const std::string& layer, int ctx, const std::string& recipe) {
+  return layer + "|" + std::to_string(ctx) + "|" + recipe;
+}
+
+class Progress {
+ public:
+  explicit Progress(std::size_t total) : total_(total), tty_(::isatty(STDOUT_FILENO) != 0), t0_(std::chrono::steady_clock::now()) {}
+  void step(const std::string& what) {
+    ++done_;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double rate = static_cast<double>(done_) / std::max(s, 1e-9);
+    const double eta = static_cast<double>(total_ - done_) / std::max(rate, 1e-9);
+    if (tty_) {
+      const int width = 30, fill = static_cast<int>(width * done_ / std::max<std::size_t>(total_, 1));
+      fmt::print("\r[{}{}] {}/{} {:.2f}/s ETA {:.0f}s  {:<50.50}", std::string(fill, '#'), std::string(width - fill, '.'), done_, total_,
+                 rate, eta, what);
+      if (done_ == total_) fmt::print("\n");
+      std::fflush(stdout);
+    } else {
+      fmt::print("[{}/{}] {} ({:.2f} units/s, ETA {:.0f} s)\n", done_, total_, what, rate, eta);
+    }
+  }
+
+ private:
+  std::size_t total_, done_ = 0;
+  bool tty_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+std::uint64_t mix(std::uint64_t seed, const std::string& layer, int ctx) {
+  std::uint64_t h = seed ^ 0x9E3779B97F4A7C15ull;
+  for (char c : layer) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return (h ^ static_cast<std::uint64_t>(ctx)) * 0x100000001b3ull;
+}
+
+void write_outputs(const Experiment& e, const fs::path& dir) {
+  const std::vector<json> rows = read_log(dir / "results.jsonl");
+  const std::vector<json> stats = read_log(dir / "stats.jsonl");
+  // results.csv: one row per (layer, head, context, recipe, backend).
+  std::string csv = "layer,head,context,recipe,backend,sqnr_db,rel_l2,rel_l1,cosine,max_abs,kl_mean,tv_mean,p_mass_flushed_ref,rows\n";
+  for (const json& r : rows) {
+    csv += fmt::format("{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{}\n", r["layer"].get<std::string>(), r["head"].get<int>(),
+                       r["context"].get<int>(), r["recipe"].get<std::string>(), r["backend"].get<std::string>(),
+                       as_double(r["sqnr_db"]), r["rel_l2"].get<double>(), r["rel_l1"].get<double>(), r["cosine"].get<double>(),
+                       r["max_abs"].get<double>(), r["kl_mean"].get<double>(), r["tv_mean"].get<double>(),
+                       r["p_mass_flushed_ref"].is_null() ? std::string() : fmt::format("{}", r["p_mass_flushed_ref"].get<double>()),
+                       r["rows"].get<int>());
+  }
+  write_atomic(dir / "results.csv", csv);
+
+  // summary.md: per recipe, over its (layer, head, context) rows.
+  std::string md = "# " + e.name + "\n\nPer recipe over all (layer, head, context) rows: SQNR in dB (mean of rows and worst row), "
+                   "relative L2 (mean), KL(P_ref || P) per row (mean), and the reference's row mass at or below the recipe's P "
+                   "flush threshold (mean; static P formats only).\n\n"
+                   "| recipe | rows | mean SQNR dB | worst SQNR dB | mean rel L2 | mean KL | mass flushed |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& [name, recipe] : e.recipes) {
+    (void)recipe;
+    double sum_db = 0, worst = INFINITY, l2 = 0, kl = 0, fl = 0;
+    int count = 0, fl_count = 0;
+    for (const json& r : rows) {
+      if (r["recipe"] != name) continue;
+      const double db = as_double(r["sqnr_db"]);
+      sum_db += db;
+      worst = std::min(worst, db);
+      l2 += r["rel_l2"].get<double>();
+      kl += r["kl_mean"].get<double>();
+      if (!r["p_mass_flushed_ref"].is_null()) fl += r["p_mass_flushed_ref"].get<double>(), ++fl_count;
+      ++count;
+    }
+    if (count == 0) continue;
+    md += fmt::format("| `{}` | {} | {:.2f} | {:.2f} | {:.3e} | {:.3e} | {} |\n", name, count, sum_db / count, worst, l2 / count, kl / count,
+                      fl_count ? fmt::format("{:.4f}", fl / fl_count) : "-");
+  }
+  write_atomic(dir / "summary.md", md);
+
+  // Figure data.
+  std::string decades = "layer,head,context,decade_low,mass\n", flushed = "layer,head,context,p_format,threshold,mass_flushed\n",
+              outliers = "layer,head,context,channel_ratio_raw,channel_ratio_smoothed,int8_levels_median_raw,int8_levels_median_smoothed\n";
+  static const char* lows[kDecades] = {"1e-1", "1e-2", "1e-3", "1e-4", "1e-5", "1e-6", "1e-7", "1e-8", "0"};
+  for (const json& s : stats) {
+    const std::string key = fmt::format("{},{},{}", s["layer"].get<std::string>(), s["head"].get<int>(), s["context"].get<int>());
+    if (s["kind"] == "decades") {
+      for (int k = 0; k < kDecades; ++k) decades += fmt::format("{},{},{}\n", key, lows[k], s["mass"][k].get<double>());
+    } else if (s["kind"] == "flushed") {
+      flushed += fmt::format("{},{},{},{}\n", key, s["p_format"].get<std::string>(), s["threshold"].get<double>(), s["mass"].get<double>());
+    } else if (s["kind"] == "k_outliers") {
+      outliers += fmt::format("{},{},{},{},{}\n", key, s["ratio_raw"].get<double>(), s["ratio_smoothed"].get<double>(),
+                              s["levels_raw"].get<double>(), s["levels_smoothed"].get<double>());
+    }
+  }
+  fs::create_directories(dir / "figures");
+  write_atomic(dir / "figures" / "p_mass_per_decade.csv", decades);
+  write_atomic(dir / "figures" / "mass_flushed.csv", flushed);
+  write_atomic(dir / "figures" / "k_channel_outliers.csv", outliers);
+  fmt::print("\n{}", md);
+  fmt::print("\nreport: {} (summary.md, results.csv, results.jsonl, config.json, figures/)\n", dir.string());
+}
+
+}  // namespace
+
+void run_experiment(const Experiment& e, const RunOptions& opt) {
+  if (opt.backend != "emulate") {
+    throw std::invalid_argument("run --backend " + opt.backend + ": not available in this build (the GPU kernels are issue 6); use emulate");
+  }
+  // Everything checkable is checked before any work.
+  const DatasetInfo info = open_dataset(e.dataset);
+  std::vector<std::string> layers = e.layers;
+  if (layers.empty())
+    for (const LayerInfo& l : info.layers) layers.push_back(l.name);
+  for (const std::string& l : layers) (void)info.layer(l);
+  const LayerInfo& first = info.layer(layers.front());
+  for (int h : e.heads)
+    if (h < 0 || h >= first.q_heads) throw std::invalid_argument(e.file + ": selection.heads: head " + std::to_string(h) + " outside 0.." + std::to_string(first.q_heads - 1) + " of " + e.dataset);
+  std::vector<int> contexts = e.contexts.empty() ? std::vector<int>{info.n_tokens} : e.contexts;
+  for (int c : contexts)
+    if (c > info.n_tokens) throw std::invalid_argument(e.file + ": selection.contexts: " + std::to_string(c) + " tokens asked; " + e.dataset + " has " + std::to_string(info.n_tokens));
+
+  const fs::path dir(e.output);
+  if (fs::exists(dir) && !opt.resume && !opt.force) {
+    throw std::invalid_argument(dir.string() + ": the report folder exists; pass --resume to complete it or --force to replace it");
+  }
+  if (opt.force && !opt.resume) fs::remove_all(dir);
+  std::error_code ec;
+  fs::create_directories(dir / "figures", ec);
+  if (ec || ::access(dir.c_str(), W_OK) != 0) throw std::invalid_argument(dir.string() + ": cannot create or write the report folder");
+
+  std::set<std::string> done;
+  for (const json& r : read_log(dir / "results.jsonl")) done.insert(unit_key(r["layer"], r["context"], r["recipe"]));
+  std::set<std::string> stats_done;
+  for (const json& s : read_log(dir / "stats.jsonl")) stats_done.insert(s["layer"].get<std::string>() + "|" + std::to_string(s["context"].get<int>()));
+
+  // config.json: the resolved experiment with provenance.
+  json recipes = json::object();
+  for (const auto& [name, r] : e.recipes) recipes[name] = to_string(r);
+  json p_formats = json::array();
+  for (const auto& p : e.p_formats) p_formats.push_back({{"format", p.label}, {"threshold", p.threshold}});
+  json sampled = json::object();
+  for (const std::string& l : layers)
+    for (int c : contexts) {
+      if (e.rows > 0 && e.rows < c) sampled[l + "@" + std::to_string(c)] = RowSelection::sample_of(e.rows, mix(e.seed, l, c)).resolve(c);
+      if (e.kl_rows > 0) sampled["kl " + l + "@" + std::to_string(c)] = RowSelection::sample_of(std::min(e.kl_rows, c), mix(e.seed + 1, l, c)).resolve(c);
+    }
+  const json config = {{"name", e.name}, {"experiment_file", e.file}, {"dataset", e.dataset},
+                       {"dataset_fnv1a64", fmt::format("{:016x}", fnv1a_file(e.dataset))}, {"model", info.attrs.at("model").s},
+                       {"layers", layers}, {"heads", e.heads}, {"contexts", contexts}, {"rows", e.rows}, {"kl_rows", e.kl_rows},
+                       {"seed", e.seed}, {"sampled_rows", sampled}, {"recipes", recipes}, {"p_formats", p_formats},
+                       {"backend", opt.backend}, {"git_commit", git_commit()}, {"build_type", QATTN_BUILD_TYPE},
+                       {"date", now_utc()}, {"command_line", opt.command_line}};
+  write_atomic(dir / "config.json", config.dump(2) + "\n");
+
+  std::size_t total = 0;
+  for (const std::string& l : layers)
+    for (int c : contexts)
+      for (const auto& [name, r] : e.recipes) {
+        (void)r;
+        total += done.count(unit_key(l, c, name)) ? 0 : 1;
+      }
+  fmt::print("{}: {} layers x {} contexts x {} recipes; {} units to run{}\n", e.name, layers.size(), contexts.size(), e.recipes.size(),
+             total, done.empty() ? "" : fmt::format(" ({} already in the report)", done.size()));
+  Progress progress(total);
+
+  for (const std::string& l : layers)
+    for (int c : contexts) {
+      bool any = !stats_done.count(l + "|" + std::to_string(c));
+      for (const auto& [name, r] : e.recipes) any |= !done.count(unit_key(l, c, name));
+      if (!any) continue;
+      SliceRequest req;
+      req.heads = e.heads;
+      req.tokens = c;
+      LayerSlice slice = load_layer(info, l, req);
+      Problem& p = slice.problem;
+      if (e.rows > 0 && e.rows < c) p.rows = RowSelection::sample_of(e.rows, mix(e.seed, l, c));
+      const std::vector<int> kl_rows = e.kl_rows > 0 ? RowSelection::sample_of(std::min(e.kl_rows, c), mix(e.seed + 1, l, c)).resolve(c) : std::vector<int>{};
+      ReferenceOptions ro;
+      ro.prob_rows = kl_rows;
+      const ReferenceResult ref = reference_attention(p, ro);
+      const int hq = p.q.heads, d = p.q.dim, n = p.k.tokens;
+      const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
+
+      if (!stats_done.count(l + "|" + std::to_string(c))) {
+        std::string lines;
+        for (int h = 0; h < hq; ++h) {
+          std::array<double, kDecades> mean{};
+          for (std::size_t k = 0; k < kl_rows.size(); ++k) {
+            const auto b = mass_per_decade(std::span<const double>(ref.probs.row(h, static_cast<int>(k)), n));
+            for (int q = 0; q < kDecades; ++q) mean[q] += b[q] / static_cast<double>(kl_rows.size());
+          }
+          const json base = {{"layer", l}, {"head", slice.q_heads[h]}, {"context", c}};
+          json dj = base;
+          dj["kind"] = "decades";
+          dj["mass"] = mean;
+          lines += dj.dump() + "\n";
+          for (const auto& pf : e.p_formats) {
+            double m = 0;
+            for (std::size_t k = 0; k < kl_rows.size(); ++k)
+              m += mass_flushed(std::span<const double>(ref.probs.row(h, static_cast<int>(k)), n), pf.threshold) / static_cast<double>(kl_rows.size());
+            json fj = base;
+            fj["kind"] = "flushed";
+            fj["p_format"] = pf.label;
+            fj["threshold"] = pf.threshold;
+            fj["mass"] = m;
+            lines += fj.dump() + "\n";
+          }
+          // K channel outliers of this head's KV head, raw and after global mean subtraction.
+          const int kh = h * p.k.heads / hq;
+          TensorF smoothed = p.k;
+          for (int hh = 0; hh < smoothed.heads; ++hh)
+            for (int cc = 0; cc < d; ++cc) {
+              double mu = 0;
+              for (int j = 0; j < n; ++j) mu += smoothed(hh, j, cc);
+              mu /= n;
+              for (int j = 0; j < n; ++j) smoothed(hh, j, cc) -= static_cast<float>(mu);
+            }
+          const ChannelOutliers raw = channel_outliers(p.k, kh), sm = channel_outliers(smoothed, kh);
+          json oj = base;
+          oj["kind"] = "k_outliers";
+          oj["ratio_raw"] = raw.ratio;
+          oj["ratio_smoothed"] = sm.ratio;
+          oj["levels_raw"] = raw.int8_levels_median;
+          oj["levels_smoothed"] = sm.int8_levels_median;
+          lines += oj.dump() + "\n";
+        }
+        append_durable(dir / "stats.jsonl", lines);
+      }
+
+      for (const auto& [name, recipe] : e.recipes) {
+        if (done.count(unit_key(l, c, name))) continue;
+        const bool float_softmax = recipe.softmax == SoftmaxKind::float_online;
+        EmulatorOptions eo;
+        eo.prob_rows = kl_rows;
+        const EmulatorResult emu = emulate(p, recipe, eo);
+        const std::vector<double> ref_out(ref.out.data), emu_out(emu.out.data.begin(), emu.out.data.end());
+        const bool static_p = !recipe.p.unit_scale && recipe.p.spec.rule == ScaleRule::static_multiplier;
+        const double threshold = static_p ? flush_threshold(format_of(recipe.p.spec.format)) / recipe.p.spec.multiplier : 0;
+        std::string lines;
+        double pooled_err = 0, pooled_sig = 0;
+        for (int h = 0; h < hq; ++h) {
+          const ErrorMetrics m = compare(std::span(ref_out).subspan(h * per_head, per_head), std::span(emu_out).subspan(h * per_head, per_head));
+          double kl = 0, tv = 0, fl = 0;
+          for (std::size_t k = 0; k < kl_rows.size(); ++k) {
+            const std::span<const double> pr(ref.probs.row(h, static_cast<int>(k)), n), pe(emu.probs.row(h, static_cast<int>(k)), n);
+            const RowDivergence dv = row_divergence(pr, pe);
+            kl += dv.kl / static_cast<double>(kl_rows.size());
+            tv += dv.total_variation / static_cast<double>(kl_rows.size());
+            if (static_p) fl += mass_flushed(pr, threshold) / static_cast<double>(kl_rows.size());
+          }
+          (void)float_softmax;
+          for (std::size_t i = 0; i < per_head; ++i) {
+            const double r0 = ref_out[h * per_head + i], er = emu_out[h * per_head + i] - r0;
+            pooled_sig += r0 * r0;
+            pooled_err += er * er;
+          }
+          const json row = {{"layer", l}, {"head", slice.q_heads[h]}, {"context", c}, {"recipe", name}, {"backend", opt.backend},
+                            {"recipe_line", to_string(recipe)}, {"sqnr_db", num(m.sqnr_db)}, {"rel_l2", m.rel_l2}, {"rel_l1", m.rel_l1},
+                            {"cosine", m.cosine}, {"max_abs", m.max_abs}, {"kl_mean", kl}, {"tv_mean", tv},
+                            {"p_mass_flushed_ref", static_p ? json(fl) : json(nullptr)}, {"rows", static_cast<int>(ref.rows.size())}};
+          lines += row.dump() + "\n";
+        }
+        append_durable(dir / "results.jsonl", lines);
+        progress.step(fmt::format("layer {} ctx {} {}: {:.2f} dB", l, c, name, 10 * std::log10(pooled_sig / pooled_err)));
+      }
+    }
+  write_outputs(e, dir);
+}
+
+}  // namespace qattn
