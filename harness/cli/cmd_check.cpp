@@ -1,0 +1,16 @@
+// `qattn check BOUNDS.json`: recompute and fail on any regression.
+#include "harness/cli/commands.hpp"
+#include "harness/experiment/bounds.hpp"
+
+namespace qattn::cli {
+
+Action add_check_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("check", "Recompute an experiment and compare with its stored error bounds (exit 1 on any regression)");
+  auto file = std::make_shared<std::string>();
+  auto update = std::make_shared<bool>(false);
+  cmd->add_option("bounds", *file, "Bounds JSON (names its experiment)")->required();
+  cmd->add_flag("--update", *update, "Rewrite the bounds from this run (a deliberate change)");
+  return [file, update]() { return check_bounds(*file, *update) == 0 ? 0 : 1; };
+}
+
+}  // namespace qattn::cli
