@@ -26,7 +26,7 @@ else
 fi
 
 # Python: Debian's interpreter in a venv, so the pins below are the versions tested.
-py_pins=(numpy==2.2.6 ml_dtypes==0.5.3)
+py_pins=(numpy==2.2.6 ml_dtypes==0.5.3 matplotlib==3.10.1)
 if [[ ! -x .venv/bin/python ]]; then
   /usr/bin/python3 -m venv .venv
 fi

@@ -207,10 +207,21 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   write_atomic(dir / "figures" / "mass_flushed.csv", flushed);
   write_atomic(dir / "figures" / "k_channel_outliers.csv", outliers);
   fmt::print("\n{}", md);
+  render_figures(dir.string());
   fmt::print("\nreport: {} (summary.md, results.csv, results.jsonl, config.json, figures/)\n", dir.string());
 }
 
 }  // namespace
+
+bool render_figures(const std::string& report_dir) {
+  const std::string cmd = fmt::format("'{}' '{}' '{}'", QATTN_PYTHON_EXE, QATTN_PLOT_SCRIPT, report_dir);
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    fmt::print(stderr, "qattn: warning: figures not rendered ({} exited {}); the figure data is in {}/figures/\n", cmd, rc, report_dir);
+    return false;
+  }
+  return true;
+}
 
 void run_experiment(const Experiment& e, const RunOptions& opt) {
   if (opt.backend != "emulate") {

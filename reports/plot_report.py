@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Render a qattn report folder's figures from its figure data and results (matplotlib).
+
+Figures (PNG, in REPORT/figures/):
+  p_mass_per_decade.png   mean row mass per probability decade, one panel per context length,
+                          with each P format's flush threshold marked
+  k_channel_outliers.png  K's worst channel absmax over the median channel's, raw vs K-mean smoothed
+  sqnr_per_recipe.png     SQNR per recipe and layer (mean over heads and contexts)
+  error_vs_context.png    relative L2 error against context length, per recipe
+Usage: plot_report.py REPORT_DIR
+"""
+import csv
+import math
+import os
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def mean(xs):
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def main():
+    report = sys.argv[1]
+    figs = os.path.join(report, "figures")
+    decades = read_csv(os.path.join(figs, "p_mass_per_decade.csv"))
+    flushed = read_csv(os.path.join(figs, "mass_flushed.csv"))
+    outliers = read_csv(os.path.join(figs, "k_channel_outliers.csv"))
+    results = read_csv(os.path.join(report, "results.csv"))
+    written = []
+
+    # P mass per decade, per context length.
+    contexts = sorted({int(r["context"]) for r in decades})
+    lows = ["1e-1", "1e-2", "1e-3", "1e-4", "1e-5", "1e-6", "1e-7", "1e-8", "0"]
+    labels = ["[1e-1,1]"] + [f"[1e-{k + 1},1e-{k})" for k in range(1, 8)] + ["<1e-8"]
+    thresholds = {}
+    for r in flushed:
+        thresholds[r["p_format"]] = float(r["threshold"])
+    if contexts:
+        fig, axes = plt.subplots(1, len(contexts), figsize=(5.5 * len(contexts), 4.2), sharey=True, squeeze=False)
+        for ax, ctx in zip(axes[0], contexts):
+            m = [mean(float(r["mass"]) for r in decades if int(r["context"]) == ctx and r["decade_low"] == lo) for lo in lows]
+            ax.bar(range(len(lows)), [100 * x for x in m], color="#3b7dd8")
+            ax.set_xticks(range(len(lows)), labels, rotation=45, ha="right", fontsize=8)
+            ax.set_title(f"context {ctx} tokens")
+            ax.set_xlabel("probability p (relative to 1), decade")
+            for k, (name, t) in enumerate(sorted(thresholds.items(), key=lambda kv: -kv[1])):
+                # Bar k spans log10 p from -k (left edge, x = k - 0.5) to -(k+1) (right edge):
+                # p = t (relative to the row max) sits at x = -log10(t) - 0.5.
+                pos = -math.log10(t) - 0.5
+                ax.axvline(pos, linestyle="--", linewidth=1, color="#c0392b" if "int8" in name else "#27ae60")
+                ax.text(pos + 0.08 + 0.35 * (k % 2), ax.get_ylim()[1] * 0.95, f"{name}: p/max < {t:.1e}",
+                        fontsize=7, rotation=90, va="top")
+        axes[0][0].set_ylabel("share of row mass (%), mean over rows and heads")
+        fig.suptitle("Attention probability mass per decade (float64 reference)")
+        fig.tight_layout()
+        out = os.path.join(figs, "p_mass_per_decade.png")
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        written.append(out)
+
+    # K channel outliers, raw vs smoothed.
+    if outliers:
+        layers = sorted({r["layer"] for r in outliers}, key=lambda s: (len(s), s))
+        raw = [max(float(r["channel_ratio_raw"]) for r in outliers if r["layer"] == l) for l in layers]
+        smo = [max(float(r["channel_ratio_smoothed"]) for r in outliers if r["layer"] == l) for l in layers]
+        fig, ax = plt.subplots(figsize=(7, 4))
+        x = range(len(layers))
+        ax.bar([i - 0.2 for i in x], raw, width=0.4, label="K as dumped", color="#c0392b")
+        ax.bar([i + 0.2 for i in x], smo, width=0.4, label="K minus its channel mean", color="#27ae60")
+        ax.set_xticks(list(x), [f"layer {l}" for l in layers])
+        ax.set_ylabel("worst channel absmax / median channel absmax (x)")
+        ax.set_title("K channel outliers before and after mean subtraction (worst head)")
+        ax.legend()
+        fig.tight_layout()
+        out = os.path.join(figs, "k_channel_outliers.png")
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        written.append(out)
+
+    # SQNR per recipe and layer; error against context length per recipe.
+    recipes = []
+    for r in results:
+        if r["recipe"] not in recipes:
+            recipes.append(r["recipe"])
+    layers = sorted({r["layer"] for r in results}, key=lambda s: (len(s), s))
+    if results:
+        fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(recipes)), 4.5))
+        width = 0.8 / max(1, len(layers))
+        for k, l in enumerate(layers):
+            vals = [mean(min(float(r["sqnr_db"]), 150) for r in results if r["recipe"] == rec and r["layer"] == l) for rec in recipes]
+            ax.bar([i + k * width for i in range(len(recipes))], vals, width=width, label=f"layer {l}")
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(recipes))], recipes, rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel("SQNR (dB) vs float64, mean over heads and contexts")
+        ax.set_title("Output SQNR per recipe and layer")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        out = os.path.join(figs, "sqnr_per_recipe.png")
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        written.append(out)
+
+        ctxs = sorted({int(r["context"]) for r in results})
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for rec in recipes:
+            ys = [mean(float(r["rel_l2"]) for r in results if r["recipe"] == rec and int(r["context"]) == c) for c in ctxs]
+            ax.plot(ctxs, ys, marker="o", label=rec)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel("relative L2 error vs float64 (mean over layers and heads)")
+        ax.set_title("Error against context length")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        out = os.path.join(figs, "error_vs_context.png")
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        written.append(out)
+
+    for w in written:
+        print(f"figure: {w}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

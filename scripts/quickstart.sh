@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs, builds and runs the quickstart experiment (experiments/quickstart.json) on the shipped
+# SmolLM2 dump: prints its summary table and where the report and figures are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+build=${QATTN_BUILD_DIR:-build}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" --parallel
+"$build/harness/qattn" run experiments/quickstart.json --force
