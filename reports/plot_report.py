@@ -5,6 +5,7 @@ Figures (PNG, in REPORT/figures/):
   p_mass_per_decade.png   mean row mass per probability decade, one panel per context length,
                           with each P format's flush threshold marked
   k_channel_outliers.png  K's worst channel absmax over the median channel's, raw vs K-mean smoothed
+                          (channel_outliers.csv also holds Q and V)
   sqnr_per_recipe.png     SQNR per recipe and layer (mean over heads and contexts)
   error_vs_context.png    relative L2 error against context length, per recipe
 Usage: plot_report.py REPORT_DIR
@@ -36,7 +37,7 @@ def main():
     figs = os.path.join(report, "figures")
     decades = read_csv(os.path.join(figs, "p_mass_per_decade.csv"))
     flushed = read_csv(os.path.join(figs, "mass_flushed.csv"))
-    outliers = read_csv(os.path.join(figs, "k_channel_outliers.csv"))
+    outliers = [r for r in read_csv(os.path.join(figs, "channel_outliers.csv")) if r["tensor"] == "k"]
     results = read_csv(os.path.join(report, "results.csv"))
     written = []
 

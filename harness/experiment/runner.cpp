@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "harness/io/dataset_file.hpp"
@@ -189,7 +190,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
 
   // Figure data.
   std::string decades = "layer,head,context,decade_low,mass\n", flushed = "layer,head,context,p_format,threshold,mass_flushed\n",
-              outliers = "layer,head,context,channel_ratio_raw,channel_ratio_smoothed,int8_levels_median_raw,int8_levels_median_smoothed\n";
+              outliers = "layer,head,context,tensor,channel_ratio_raw,channel_ratio_smoothed,int8_levels_median_raw,int8_levels_median_smoothed\n";
   static const char* lows[kDecades] = {"1e-1", "1e-2", "1e-3", "1e-4", "1e-5", "1e-6", "1e-7", "1e-8", "0"};
   for (const json& s : stats) {
     const std::string key = fmt::format("{},{},{}", s["layer"].get<std::string>(), s["head"].get<int>(), s["context"].get<int>());
@@ -197,15 +198,15 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
       for (int k = 0; k < kDecades; ++k) decades += fmt::format("{},{},{}\n", key, lows[k], s["mass"][k].get<double>());
     } else if (s["kind"] == "flushed") {
       flushed += fmt::format("{},{},{},{}\n", key, s["p_format"].get<std::string>(), s["threshold"].get<double>(), s["mass"].get<double>());
-    } else if (s["kind"] == "k_outliers") {
-      outliers += fmt::format("{},{},{},{},{}\n", key, s["ratio_raw"].get<double>(), s["ratio_smoothed"].get<double>(),
-                              s["levels_raw"].get<double>(), s["levels_smoothed"].get<double>());
+    } else if (s["kind"] == "outliers") {
+      outliers += fmt::format("{},{},{},{},{},{}\n", key, s["tensor"].get<std::string>(), s["ratio_raw"].get<double>(),
+                              s["ratio_smoothed"].get<double>(), s["levels_raw"].get<double>(), s["levels_smoothed"].get<double>());
     }
   }
   fs::create_directories(dir / "figures");
   write_atomic(dir / "figures" / "p_mass_per_decade.csv", decades);
   write_atomic(dir / "figures" / "mass_flushed.csv", flushed);
-  write_atomic(dir / "figures" / "k_channel_outliers.csv", outliers);
+  write_atomic(dir / "figures" / "channel_outliers.csv", outliers);
   fmt::print("\n{}", md);
   render_figures(dir.string());
   fmt::print("\nreport: {} (summary.md, results.csv, results.jsonl, config.json, figures/)\n", dir.string());
@@ -326,24 +327,27 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
             fj["mass"] = m;
             lines += fj.dump() + "\n";
           }
-          // K channel outliers of this head's KV head, raw and after global mean subtraction.
+          // Channel outliers of Q (this head) and of K and V (its KV head), raw and after
+          // subtracting each channel's mean over the context.
           const int kh = h * p.k.heads / hq;
-          TensorF smoothed = p.k;
-          for (int hh = 0; hh < smoothed.heads; ++hh)
+          for (const auto& [tname, t, th] : {std::tuple{"q", &p.q, h}, std::tuple{"k", &p.k, kh}, std::tuple{"v", &p.v, kh}}) {
+            TensorF smoothed(1, n, d);
             for (int cc = 0; cc < d; ++cc) {
               double mu = 0;
-              for (int j = 0; j < n; ++j) mu += smoothed(hh, j, cc);
+              for (int j = 0; j < n; ++j) mu += (*t)(th, j, cc);
               mu /= n;
-              for (int j = 0; j < n; ++j) smoothed(hh, j, cc) -= static_cast<float>(mu);
+              for (int j = 0; j < n; ++j) smoothed(0, j, cc) = (*t)(th, j, cc) - static_cast<float>(mu);
             }
-          const ChannelOutliers raw = channel_outliers(p.k, kh), sm = channel_outliers(smoothed, kh);
-          json oj = base;
-          oj["kind"] = "k_outliers";
-          oj["ratio_raw"] = raw.ratio;
-          oj["ratio_smoothed"] = sm.ratio;
-          oj["levels_raw"] = raw.int8_levels_median;
-          oj["levels_smoothed"] = sm.int8_levels_median;
-          lines += oj.dump() + "\n";
+            const ChannelOutliers raw = channel_outliers(*t, th), sm = channel_outliers(smoothed, 0);
+            json oj = base;
+            oj["kind"] = "outliers";
+            oj["tensor"] = tname;
+            oj["ratio_raw"] = raw.ratio;
+            oj["ratio_smoothed"] = sm.ratio;
+            oj["levels_raw"] = raw.int8_levels_median;
+            oj["levels_smoothed"] = sm.int8_levels_median;
+            lines += oj.dump() + "\n";
+          }
         }
         append_durable(dir / "stats.jsonl", lines);
       }
