@@ -252,7 +252,12 @@ Recipe recipe_from_string(const std::string& line) {
 
 std::string to_string(const Recipe& r) {
   std::string s;
-  for (const char* k : kKeys) s += (s.empty() ? "" : " ") + std::string(k) + "=" + get_key(r, k);
+  for (const char* k : kKeys) {
+    if (!s.empty()) s += ' ';
+    s += k;
+    s += '=';
+    s += get_key(r, k);
+  }
   return s;
 }
 
