@@ -71,6 +71,20 @@ Recipe int8_integer_softmax_recipe() {
   return r;
 }
 
+// One head, softmax scale 1, literal values [n, d], evaluating query row `row` only.
+Problem hand_problem(int n, int d, std::vector<float> q, std::vector<float> k, std::vector<float> v, int row) {
+  Problem p;
+  p.q = TensorF(1, n, d);
+  p.k = TensorF(1, n, d);
+  p.v = TensorF(1, n, d);
+  p.q.data = std::move(q);
+  p.k.data = std::move(k);
+  p.v.data = std::move(v);
+  p.softmax_scale = 1.0;
+  p.rows = RowSelection::range_of(row, row + 1);
+  return p;
+}
+
 std::vector<double> as_double(const TensorF& t) { return {t.data.begin(), t.data.end()}; }
 
 ErrorMetrics versus_reference(const Problem& p, const Recipe& r) {
@@ -293,15 +307,7 @@ TEST_CASE("lazy rescale lets P exceed 1 and e4m3 at 448 saturates; the error gro
 
 TEST_CASE("hand-checked three-key examples", "[emulate]") {
   // One query, three keys, d = 1, scale 1: scores 0, ln 2 and -7, so P = 1/2, 1 and e^-7 / 2.
-  Problem p;
-  p.q = TensorF(1, 3, 1);
-  p.k = TensorF(1, 3, 1);
-  p.v = TensorF(1, 3, 1);
-  p.softmax_scale = 1.0;
-  p.q.data = {1, 1, 1};
-  p.k.data = {0.0f, static_cast<float>(std::log(2.0)), -7.0f};
-  p.v.data = {10, 20, 1000};
-  p.rows = RowSelection::range_of(0, 1);
+  const Problem p = hand_problem(3, 1, {1, 1, 1}, {0.0f, static_cast<float>(std::log(2.0)), -7.0f}, {10, 20, 1000}, 0);
   // Reference: weights 1 : 2 : e^-7 over their sum.
   const double e7 = std::exp(-7.0), want = (10 + 40 + 1000 * e7) / (3 + e7);
   Recipe r = fp32_recipe();
@@ -479,15 +485,7 @@ TEST_CASE("I-ViT exp on hand-worked values", "[emulate][qflash]") {
 TEST_CASE("hand-checked: Hadamard rotation, global K mean, split-K merge, lazy rescale", "[emulate]") {
   // d = 2, one head, two keys, scale 1. q = (1, 0); k0 = (0, 0), k1 = (ln 3, 0); v0 = 0, v1 = 4.
   // Weights 1 : 3, so out = 3 / 4 * 4 = 3 for every feature below, which must not change it.
-  Problem p;
-  p.q = TensorF(1, 2, 2);
-  p.k = TensorF(1, 2, 2);
-  p.v = TensorF(1, 2, 2);
-  p.softmax_scale = 1.0;
-  p.q.data = {1, 0, 1, 0};
-  p.k.data = {0, 0, static_cast<float>(std::log(3.0)), 0};
-  p.v.data = {0, 0, 4, 4};
-  p.rows = RowSelection::range_of(1, 2);
+  const Problem p = hand_problem(2, 2, {1, 0, 1, 0}, {0, 0, static_cast<float>(std::log(3.0)), 0}, {0, 0, 4, 4}, 1);
   Recipe r = fp32_recipe();
   r.tiles.block_k = 1;  // each key its own tile: the online softmax really merges
   const auto out = [&](const Recipe& rr) { return emulate(p, rr).out(0, 0, 0); };
@@ -550,15 +548,7 @@ TEST_CASE("integer softmaxes hand back the weights their outputs were made with"
 
 TEST_CASE("hand-checked: per-block and running K means shift the scores they should", "[emulate]") {
   // d = 1, scale 1, q = 1 for every row, keys 0, 2, 4, 4, values 1, 2, 3, 4; row 0 sees all keys.
-  Problem p;
-  p.q = TensorF(1, 4, 1);
-  p.k = TensorF(1, 4, 1);
-  p.v = TensorF(1, 4, 1);
-  p.softmax_scale = 1.0;
-  p.q.data = {1, 1, 1, 1};
-  p.k.data = {0, 2, 4, 4};
-  p.v.data = {1, 2, 3, 4};
-  p.rows = RowSelection::range_of(0, 1);
+  const Problem p = hand_problem(4, 1, {1, 1, 1, 1}, {0, 2, 4, 4}, {1, 2, 3, 4}, 0);
   const auto softmax_out = [](std::vector<double> s) {
     double num = 0, den = 0;
     for (int j = 0; j < 4; ++j) num += std::exp(s[j]) * (j + 1), den += std::exp(s[j]);
@@ -579,15 +569,7 @@ TEST_CASE("hand-checked: per-block and running K means shift the scores they sho
 
 TEST_CASE("hand-checked: V smoothing makes a two-valued V exact in int8", "[emulate]") {
   // d = 1, scale 1, scores 0 and ln 3 (weights 1 : 3), V = 10, 20, int8 per-tensor V.
-  Problem p;
-  p.q = TensorF(1, 2, 1);
-  p.k = TensorF(1, 2, 1);
-  p.v = TensorF(1, 2, 1);
-  p.softmax_scale = 1.0;
-  p.q.data = {1, 1};
-  p.k.data = {0, static_cast<float>(std::log(3.0))};
-  p.v.data = {10, 20};
-  p.rows = RowSelection::range_of(1, 2);
+  const Problem p = hand_problem(2, 1, {1, 1}, {0, static_cast<float>(std::log(3.0))}, {10, 20}, 1);
   Recipe r = fp32_recipe();
   r.v = scaled(FormatId::int8, Granularity::tensor);
   // Plain: scale 20/127, 10 -> 63.5 -> 64 -> 10.079; out = (10.079 + 3 * 20) / 4 = 17.5197.
