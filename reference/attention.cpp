@@ -23,16 +23,10 @@ std::vector<Mat> heads_as_double(const TensorF& t) {
   return out;
 }
 
-// Keys [lo, hi) that any of the rows in [rmin, rmax] can see.
+// Keys [lo, hi) that any of the rows in [rmin, rmax] can see: the visible intervals move right
+// with the row, so the first row's start and the last row's end bound their union.
 std::pair<int, int> key_range(const Problem& p, int rmin, int rmax) {
-  const int n = p.k.tokens;
-  int lo = 0, hi = n;
-  if (p.causal) hi = rmax + 1;
-  if (p.window > 0) {
-    lo = std::max(0, rmin - p.window + 1);
-    if (!p.causal) hi = std::min(n, rmax + p.window);
-  }
-  return {lo, hi};
+  return {p.visible_keys(rmin).first, p.visible_keys(rmax).second};
 }
 
 // One query block of one head: online softmax over key blocks, result into `out`.

@@ -8,14 +8,20 @@
 
 namespace qattn {
 
-ChannelOutliers channel_outliers(const TensorF& t, int head, int tokens) {
+ChannelOutliers channel_outliers(const TensorF& t, int head, int tokens, bool subtract_mean) {
   if (head < 0 || head >= t.heads) throw std::invalid_argument("channel_outliers: head " + std::to_string(head) + " out of range");
   const int n = tokens == 0 ? t.tokens : std::min(tokens, t.tokens);
   ChannelOutliers s;
+  std::vector<double> mean(t.dim, 0.0);
+  if (subtract_mean) {
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < t.dim; ++c) mean[c] += t(head, i, c);
+    for (double& m : mean) m /= n;
+  }
   s.absmax.assign(t.dim, 0.0);
   for (int i = 0; i < n; ++i) {
     const float* row = t.row(head, i);
-    for (int c = 0; c < t.dim; ++c) s.absmax[c] = std::max(s.absmax[c], static_cast<double>(std::fabs(row[c])));
+    for (int c = 0; c < t.dim; ++c) s.absmax[c] = std::max(s.absmax[c], std::fabs(static_cast<double>(row[c]) - mean[c]));
   }
   std::vector<double> sorted = s.absmax;
   std::sort(sorted.begin(), sorted.end());

@@ -17,6 +17,8 @@ struct ChannelOutliers {
   double int8_levels_median = 0;
 };
 
-ChannelOutliers channel_outliers(const TensorF& t, int head, int tokens = 0);  // first `tokens` (0 = all)
+// Over the first `tokens` tokens (0 = all); with subtract_mean, after subtracting each channel's
+// mean over those tokens (the K smoothing of SageAttention and the ZINC document).
+ChannelOutliers channel_outliers(const TensorF& t, int head, int tokens = 0, bool subtract_mean = false);
 
 }  // namespace qattn

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "kernels/formats/registry.hpp"
+#include "kernels/problem/problem.hpp"
 
 namespace qattn {
 
@@ -16,12 +17,7 @@ namespace {
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return splitmix64(state_); }
   double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1p-53; }  // (0, 1)
   double normal() {
     if (has_spare_) {

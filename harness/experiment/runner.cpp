@@ -331,14 +331,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           // subtracting each channel's mean over the context.
           const int kh = h * p.k.heads / hq;
           for (const auto& [tname, t, th] : {std::tuple{"q", &p.q, h}, std::tuple{"k", &p.k, kh}, std::tuple{"v", &p.v, kh}}) {
-            TensorF smoothed(1, n, d);
-            for (int cc = 0; cc < d; ++cc) {
-              double mu = 0;
-              for (int j = 0; j < n; ++j) mu += (*t)(th, j, cc);
-              mu /= n;
-              for (int j = 0; j < n; ++j) smoothed(0, j, cc) = (*t)(th, j, cc) - static_cast<float>(mu);
-            }
-            const ChannelOutliers raw = channel_outliers(*t, th), sm = channel_outliers(smoothed, 0);
+            const ChannelOutliers raw = channel_outliers(*t, th), sm = channel_outliers(*t, th, 0, true);
             json oj = base;
             oj["kind"] = "outliers";
             oj["tensor"] = tname;

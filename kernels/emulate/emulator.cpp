@@ -308,12 +308,7 @@ class RowEmulator {
     row.h = h;
     row.i = i;
     // Visible key range, in whole tiles as a kernel iterates them.
-    int lo = 0, hi = n;
-    if (p_.causal) hi = i + 1;
-    if (p_.window > 0) {
-      lo = std::max(0, i - p_.window + 1);
-      if (!p_.causal) hi = std::min(n, i + p_.window);
-    }
+    const auto [lo, hi] = p_.visible_keys(i);
     row.t0 = lo / bc;
     row.t1 = std::max(row.t0, (hi + bc - 1) / bc);
     row.per_split = std::max(1, (row.t1 - row.t0 + r_.split_k - 1) / r_.split_k);
@@ -502,12 +497,7 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
   const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
   const qflash::Constants c = qflash::constants(static_cast<double>(sq) * sk * p.scale() * 1.4426950408889634);
   const std::int16_t* qa = &pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d];
-  int lo = 0, hi = n;
-  if (p.causal) hi = i + 1;
-  if (p.window > 0) {
-    lo = std::max(0, i - p.window + 1);
-    if (!p.causal) hi = std::min(n, i + p.window);
-  }
+  const auto [lo, hi] = p.visible_keys(i);
   std::int64_t m = -(std::int64_t{1} << 21), l = 0;
   std::vector<std::int64_t> o(d, 0), sc(bc), p8(bc);
   // Weights: each key's P8 and the tile it came from; the release factors alpha / I0 of later tiles.

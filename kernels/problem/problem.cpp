@@ -8,13 +8,6 @@ namespace qattn {
 
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 void check_finite(const TensorF& t, const char* name) {
   for (std::size_t i = 0; i < t.size(); ++i) {
     if (!std::isfinite(t.data[i])) {

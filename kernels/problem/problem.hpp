@@ -3,11 +3,21 @@
 // softmax scale and the query rows to evaluate. Query i and key j sit at positions i and j.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/formats/tensor.hpp"
 
 namespace qattn {
+
+// splitmix64 (Steele, Lea, Flood): the lab's one seeded generator, fixed here so that a seed names
+// the same rows and the same synthetic tensors on every platform and library.
+inline std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 // Which query rows to evaluate. Rows are independent, so long contexts are evaluated on a sample.
 struct RowSelection {
@@ -36,6 +46,16 @@ struct Problem {
 
   int group() const { return q.heads / k.heads; }  // query heads per KV head
   double scale() const;
+  // Keys [lo, hi) that query i can see (one interval).
+  std::pair<int, int> visible_keys(int i) const {
+    int lo = 0, hi = k.tokens;
+    if (causal) hi = i + 1;
+    if (window > 0) {
+      lo = i - window + 1 > 0 ? i - window + 1 : 0;
+      if (!causal) hi = i + window < k.tokens ? i + window : k.tokens;
+    }
+    return {lo, hi};
+  }
   bool visible(int i, int j) const {
     if (causal && j > i) return false;
     if (window > 0 && (i - j >= window || j - i >= window)) return false;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/formats/format.hpp"
+#include "reference/channel_stats.hpp"
 #include "reference/statistics.hpp"
 #include "tests/catch.hpp"
 
@@ -35,4 +36,19 @@ TEST_CASE("mass flushed below a P format's threshold relative to the row max", "
   CHECK(std::fabs(mass_flushed(p, int8_at_127) - (1e-3 + 1e-4 + 1e-6) / total) < 1e-15);
   // e4m3 flushes p <= 0.5 * 2.18e-6 = 1.09e-6: the 1e-6 entry.
   CHECK(std::fabs(mass_flushed(p, e4m3_at_448) - 1e-6 / total) < 1e-18);
+}
+
+TEST_CASE("channel outliers before and after subtracting the channel mean", "[statistics]") {
+  // Channel 0 is a biased channel (10, 12), channels 1 and 2 are centred (+-1, +-2).
+  TensorF k(1, 2, 3);
+  k.data = {10, 1, 2, 12, -1, -2};
+  const ChannelOutliers raw = channel_outliers(k, 0), smoothed = channel_outliers(k, 0, 0, true);
+  CHECK(raw.max == 12);
+  CHECK(raw.median == 2);
+  CHECK(raw.ratio == 6);
+  CHECK(raw.max_channel == 0);
+  CHECK(std::fabs(raw.int8_levels_median - 127.0 * 2 / 12) < 1e-12);
+  CHECK(smoothed.absmax == std::vector<double>{1, 1, 2});  // channel 0 becomes -1, +1
+  CHECK(smoothed.ratio == 2);
+  CHECK(smoothed.int8_levels_median == 63.5);
 }
