@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On the GPU machine (Ubuntu 24.04 with CUDA; nothing is installed): configure, build, run the
+# gpu-labelled tests and compute-sanitizer's memcheck and racecheck, writing logs into LOG_DIR.
+#   bash scripts/gpu-machine.sh LOG_DIR [CUDA_ARCHS]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logs=${1:?usage: gpu-machine.sh LOG_DIR [CUDA_ARCHS]}
+archs=${2:-90}
+mkdir -p "$logs"
+status=0
+step() {  # step NAME command...
+  local name=$1
+  shift
+  if "$@" >"$logs/$name.log" 2>&1; then echo "ok   $name"; else echo "FAIL $name (see $logs/$name.log)"; status=1; fi
+}
+step configure cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_GPU=CUDA -DCMAKE_CUDA_ARCHITECTURES="$archs"
+step build cmake --build build-gpu --parallel
+step gpu-tests ctest --test-dir build-gpu -L gpu --output-on-failure -V
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 build-gpu/tests/test_gpu "dot4 kernel: tuning changes no bit"
+step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 build-gpu/tests/test_gpu "dot4 kernel: tuning changes no bit"
+grep -hE "seed|dB" "$logs/gpu-tests.log" || true
+exit $status
