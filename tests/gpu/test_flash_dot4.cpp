@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 
 #include "harness/io/dataset_file.hpp"
 #include "kernels/emulate/emulator.hpp"
@@ -95,16 +96,17 @@ TEST_CASE("dot4 kernel: integer logits equal the emulator's bit for bit", "[gpu]
 TEST_CASE("dot4 kernel vs emulator on random inputs, ragged shapes, masks and P formats", "[gpu]") {
   const std::uint64_t seed = std::random_device{}();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  for (int d : {64, 128}) {
+  for (int d : {64, 128, 256}) {  // 256: Gemma 3's head dim
     Problem p = test::random_problem(4, 2, 1000, d, seed + d);  // 1000: not a multiple of the tile
     for (float& x : p.q.data) x *= 2.0f;
     p.causal = true;
-    check_against_emulator(p, dot4_recipe(FormatId::e4m3, 448), d == 64 ? "d=64 causal e4m3 P" : "d=128 causal e4m3 P");
-    check_against_emulator(p, dot4_recipe(FormatId::int8, 127), d == 64 ? "d=64 causal int8 P" : "d=128 causal int8 P");
+    const std::string dim = "d=" + std::to_string(d);
+    check_against_emulator(p, dot4_recipe(FormatId::e4m3, 448), (dim + " causal e4m3 P").c_str());
+    check_against_emulator(p, dot4_recipe(FormatId::int8, 127), (dim + " causal int8 P").c_str());
     p.causal = false;
     p.window = 200;
     p.rows = RowSelection::sample_of(300, seed);
-    check_against_emulator(p, dot4_recipe(FormatId::e4m3fnuz, 240), d == 64 ? "d=64 window e4m3fnuz P" : "d=128 window e4m3fnuz P");
+    check_against_emulator(p, dot4_recipe(FormatId::e4m3fnuz, 240), (dim + " window e4m3fnuz P").c_str());
   }
 }
 
