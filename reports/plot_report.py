@@ -27,6 +27,14 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
+def save(fig, figs, name, written):
+    fig.tight_layout()
+    out = os.path.join(figs, name)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    written.append(out)
+
+
 def mean(xs):
     xs = list(xs)
     return sum(xs) / len(xs) if xs else float("nan")
@@ -65,11 +73,7 @@ def main():
                         fontsize=7, rotation=90, va="top")
         axes[0][0].set_ylabel("share of row mass (%), mean over rows and heads")
         fig.suptitle("Attention probability mass per decade (float64 reference)")
-        fig.tight_layout()
-        out = os.path.join(figs, "p_mass_per_decade.png")
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
-        written.append(out)
+        save(fig, figs, "p_mass_per_decade.png", written)
 
     # K channel outliers, raw vs smoothed.
     if outliers:
@@ -84,11 +88,7 @@ def main():
         ax.set_ylabel("worst channel absmax / median channel absmax (x)")
         ax.set_title("K channel outliers before and after mean subtraction (worst head)")
         ax.legend()
-        fig.tight_layout()
-        out = os.path.join(figs, "k_channel_outliers.png")
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
-        written.append(out)
+        save(fig, figs, "k_channel_outliers.png", written)
 
     # SQNR per recipe and layer; error against context length per recipe.
     recipes = []
@@ -106,11 +106,7 @@ def main():
         ax.set_ylabel("SQNR (dB) vs float64, mean over heads and contexts")
         ax.set_title("Output SQNR per recipe and layer")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        out = os.path.join(figs, "sqnr_per_recipe.png")
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
-        written.append(out)
+        save(fig, figs, "sqnr_per_recipe.png", written)
 
         ctxs = sorted({int(r["context"]) for r in results})
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -123,11 +119,7 @@ def main():
         ax.set_ylabel("relative L2 error vs float64 (mean over layers and heads)")
         ax.set_title("Error against context length")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        out = os.path.join(figs, "error_vs_context.png")
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
-        written.append(out)
+        save(fig, figs, "error_vs_context.png", written)
 
     for w in written:
         print(f"figure: {w}")

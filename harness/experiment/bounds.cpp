@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "harness/experiment/runner.hpp"
+#include "harness/io/json_file.hpp"
 
 namespace qattn {
 
@@ -37,14 +38,7 @@ double parse_db(const json& v) {
 }  // namespace
 
 int check_bounds(const std::string& bounds_file, bool update) {
-  std::ifstream in(bounds_file);
-  if (!in) throw std::invalid_argument(bounds_file + ": cannot read the bounds file");
-  json b;
-  try {
-    b = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(bounds_file + ": not valid JSON: " + e.what());
-  }
+  const json b = read_json_file(bounds_file, "bounds file");
   if (!b.is_object() || !b.contains("experiment") || !b["experiment"].is_string()) {
     throw std::invalid_argument(bounds_file + ": experiment: missing; expected the path of the experiment file the bounds belong to");
   }

@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "harness/io/json_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "kernels/formats/codec.hpp"
 
@@ -62,14 +63,7 @@ PFormatThreshold p_threshold(const Experiment& e, const std::string& text, const
 Experiment read_experiment(const std::string& path) {
   Experiment e;
   e.file = path;
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot read the experiment file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& err) {
-    throw std::invalid_argument(path + ": not valid JSON: " + err.what());
-  }
+  const json j = read_json_file(path, "experiment file");
   if (!j.is_object()) bad(e, "(top)", "expected a JSON object");
   only_keys(e, j, "", {"name", "dataset", "selection", "recipes", "sweep", "statistics", "output", "seed", "kl_rows"});
   if (!j.contains("name")) bad(e, "name", "missing; expected the experiment's name");
