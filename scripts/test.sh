@@ -12,5 +12,5 @@ ctest --test-dir "$build" --output-on-failure --label-exclude gpu
 if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "test.sh: compiling the CUDA build (QATTN_GPU=CUDA, compile only)"
   cmake -S . -B "$build-cuda" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_GPU=CUDA >/dev/null
-  cmake --build "$build-cuda" --parallel --target qattn_gpu test_gpu
+  cmake --build "$build-cuda" --parallel --target qattn_gpu test_gpu qattn
 fi

@@ -24,6 +24,10 @@
 #include "reference/metrics.hpp"
 #include "reference/statistics.hpp"
 
+#if defined(QATTN_WITH_CUDA)
+#include "kernels/gpu/dispatch.hpp"
+#endif
+
 namespace qattn {
 
 namespace fs = std::filesystem;
@@ -152,12 +156,14 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   const std::vector<json> rows = read_log(dir / "results.jsonl");
   const std::vector<json> stats = read_log(dir / "stats.jsonl");
   // results.csv: one row per (layer, head, context, recipe, backend).
-  std::string csv = "layer,head,context,recipe,backend,sqnr_db,rel_l2,rel_l1,cosine,max_abs,kl_mean,tv_mean,p_mass_flushed_ref,rows\n";
+  const auto opt_num = [](const json& v) { return v.is_null() ? std::string() : fmt::format("{}", v.get<double>()); };
+  std::string csv = "layer,head,context,recipe,backend,kernel,sqnr_db,rel_l2,rel_l1,cosine,max_abs,kl_mean,tv_mean,p_mass_flushed_ref,rows\n";
   for (const json& r : rows) {
-    csv += fmt::format("{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{}\n", r["layer"].get<std::string>(), r["head"].get<int>(),
+    csv += fmt::format("{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{}\n", r["layer"].get<std::string>(), r["head"].get<int>(),
                        r["context"].get<int>(), r["recipe"].get<std::string>(), r["backend"].get<std::string>(),
-                       as_double(r["sqnr_db"]), r["rel_l2"].get<double>(), r["rel_l1"].get<double>(), r["cosine"].get<double>(),
-                       r["max_abs"].get<double>(), r["kl_mean"].get<double>(), r["tv_mean"].get<double>(),
+                       r.value("kernel", std::string("emulator")), as_double(r["sqnr_db"]), r["rel_l2"].get<double>(),
+                       r["rel_l1"].get<double>(), r["cosine"].get<double>(), r["max_abs"].get<double>(), opt_num(r["kl_mean"]),
+                       opt_num(r["tv_mean"]),
                        r["p_mass_flushed_ref"].is_null() ? std::string() : fmt::format("{}", r["p_mass_flushed_ref"].get<double>()),
                        r["rows"].get<int>());
   }
@@ -171,20 +177,27 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   for (const auto& [name, recipe] : e.recipes) {
     (void)recipe;
     double sum_db = 0, worst = INFINITY, l2 = 0, kl = 0, fl = 0;
-    int count = 0, fl_count = 0;
+    int count = 0, fl_count = 0, kl_count = 0;
     for (const json& r : rows) {
       if (r["recipe"] != name) continue;
       const double db = as_double(r["sqnr_db"]);
       sum_db += db;
       worst = std::min(worst, db);
       l2 += r["rel_l2"].get<double>();
-      kl += r["kl_mean"].get<double>();
+      if (!r["kl_mean"].is_null()) kl += r["kl_mean"].get<double>(), ++kl_count;
       if (!r["p_mass_flushed_ref"].is_null()) fl += r["p_mass_flushed_ref"].get<double>(), ++fl_count;
       ++count;
     }
     if (count == 0) continue;
-    md += fmt::format("| `{}` | {} | {:.2f} | {:.2f} | {:.3e} | {:.3e} | {} |\n", name, count, sum_db / count, worst, l2 / count, kl / count,
-                      fl_count ? fmt::format("{:.4f}", fl / fl_count) : "-");
+    md += fmt::format("| `{}` | {} | {:.2f} | {:.2f} | {:.3e} | {} | {} |\n", name, count, sum_db / count, worst, l2 / count,
+                      kl_count ? fmt::format("{:.3e}", kl / kl_count) : "-", fl_count ? fmt::format("{:.4f}", fl / fl_count) : "-");
+  }
+  const std::vector<json> uncovered = read_log(dir / "not_covered.jsonl");
+  if (!uncovered.empty()) {
+    md += "\nNot covered by the GPU kernels (not run, never silently emulated):\n\n";
+    std::set<std::string> seen;
+    for (const json& u : uncovered)
+      if (seen.insert(u["recipe"].get<std::string>()).second) md += fmt::format("- `{}`: {}\n", u["recipe"].get<std::string>(), u["reason"].get<std::string>());
   }
   write_atomic(dir / "summary.md", md);
 
@@ -225,8 +238,14 @@ bool render_figures(const std::string& report_dir) {
 }
 
 void run_experiment(const Experiment& e, const RunOptions& opt) {
-  if (opt.backend != "emulate") {
-    throw std::invalid_argument("run --backend " + opt.backend + ": not available in this build (the GPU kernels are issue 6); use emulate");
+#if defined(QATTN_WITH_CUDA)
+  const bool gpu_built = true;
+#else
+  const bool gpu_built = false;
+#endif
+  if (opt.backend != "emulate" && opt.backend != "gpu") throw std::invalid_argument("run --backend " + opt.backend + ": expected emulate or gpu");
+  if (opt.backend == "gpu" && !gpu_built) {
+    throw std::invalid_argument("run --backend gpu: this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA");
   }
   // Everything checkable is checked before any work.
   const DatasetInfo info = open_dataset(e.dataset);
@@ -252,6 +271,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
 
   std::set<std::string> done;
   for (const json& r : read_log(dir / "results.jsonl")) done.insert(unit_key(r["layer"], r["context"], r["recipe"]));
+  for (const json& r : read_log(dir / "not_covered.jsonl")) done.insert(unit_key(r["layer"], r["context"], r["recipe"]));
   std::set<std::string> stats_done;
   for (const json& s : read_log(dir / "stats.jsonl")) stats_done.insert(s["layer"].get<std::string>() + "|" + std::to_string(s["context"].get<int>()));
 
@@ -347,11 +367,30 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
 
       for (const auto& [name, recipe] : e.recipes) {
         if (done.count(unit_key(l, c, name))) continue;
-        const bool float_softmax = recipe.softmax == SoftmaxKind::float_online;
-        EmulatorOptions eo;
-        eo.prob_rows = kl_rows;
-        const EmulatorResult emu = emulate(p, recipe, eo);
-        const std::vector<double> ref_out(ref.out.data), emu_out(emu.out.data.begin(), emu.out.data.end());
+        std::vector<double> emu_out;
+        EmulatorResult emu;
+        std::string kernel = "emulator";
+        if (opt.backend == "gpu") {
+#if defined(QATTN_WITH_CUDA)
+          const std::string reason = gpu::not_covered(p, recipe);
+          if (!reason.empty()) {
+            append_durable(dir / "not_covered.jsonl",
+                           json{{"layer", l}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}.dump() + "\n");
+            progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name));
+            continue;
+          }
+          const TensorF g = gpu::run(p, recipe);
+          emu_out.assign(g.data.begin(), g.data.end());
+          kernel = gpu::kDot4KernelName;
+#endif
+        } else {
+          EmulatorOptions eo;
+          eo.prob_rows = kl_rows;
+          emu = emulate(p, recipe, eo);
+          emu_out.assign(emu.out.data.begin(), emu.out.data.end());
+        }
+        const bool have_p_rows = opt.backend != "gpu" && !kl_rows.empty();
+        const std::vector<double> ref_out(ref.out.data);
         const bool static_p = !recipe.p.unit_scale && recipe.p.spec.rule == ScaleRule::static_multiplier;
         const double threshold = static_p ? flush_threshold(format_of(recipe.p.spec.format)) / recipe.p.spec.multiplier : 0;
         std::string lines;
@@ -360,13 +399,14 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           const ErrorMetrics m = compare(std::span(ref_out).subspan(h * per_head, per_head), std::span(emu_out).subspan(h * per_head, per_head));
           double kl = 0, tv = 0, fl = 0;
           for (std::size_t k = 0; k < kl_rows.size(); ++k) {
-            const std::span<const double> pr(ref.probs.row(h, static_cast<int>(k)), n), pe(emu.probs.row(h, static_cast<int>(k)), n);
-            const RowDivergence dv = row_divergence(pr, pe);
-            kl += dv.kl / static_cast<double>(kl_rows.size());
-            tv += dv.total_variation / static_cast<double>(kl_rows.size());
+            const std::span<const double> pr(ref.probs.row(h, static_cast<int>(k)), n);
+            if (have_p_rows) {  // the GPU kernels hand back no P rows
+              const RowDivergence dv = row_divergence(pr, std::span<const double>(emu.probs.row(h, static_cast<int>(k)), n));
+              kl += dv.kl / static_cast<double>(kl_rows.size());
+              tv += dv.total_variation / static_cast<double>(kl_rows.size());
+            }
             if (static_p) fl += mass_flushed(pr, threshold) / static_cast<double>(kl_rows.size());
           }
-          (void)float_softmax;
           for (std::size_t i = 0; i < per_head; ++i) {
             const double r0 = ref_out[h * per_head + i], er = emu_out[h * per_head + i] - r0;
             pooled_sig += r0 * r0;
@@ -374,7 +414,8 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           }
           const json row = {{"layer", l}, {"head", slice.q_heads[h]}, {"context", c}, {"recipe", name}, {"backend", opt.backend},
                             {"recipe_line", to_string(recipe)}, {"sqnr_db", num(m.sqnr_db)}, {"rel_l2", m.rel_l2}, {"rel_l1", m.rel_l1},
-                            {"cosine", m.cosine}, {"max_abs", m.max_abs}, {"kl_mean", kl}, {"tv_mean", tv},
+                            {"kernel", kernel}, {"cosine", m.cosine}, {"max_abs", m.max_abs},
+                            {"kl_mean", have_p_rows ? json(kl) : json(nullptr)}, {"tv_mean", have_p_rows ? json(tv) : json(nullptr)},
                             {"p_mass_flushed_ref", static_p ? json(fl) : json(nullptr)}, {"rows", static_cast<int>(ref.rows.size())}};
           lines += row.dump() + "\n";
         }
