@@ -30,7 +30,7 @@ std::string not_covered(const Problem& p, const Recipe& r) {
   return "";
 }
 
-TensorF run(const Problem& p, const Recipe& r) {
+Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   Dot4Inputs in;
   in.q_heads = p.q.heads;
   in.kv_heads = p.k.heads;
@@ -63,6 +63,11 @@ TensorF run(const Problem& p, const Recipe& r) {
   in.p_multiplier = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
   in.denominator_quantized = r.denominator == Denominator::quantized_p;
   in.block_k = r.tiles.block_k;
+  return in;
+}
+
+TensorF run(const Problem& p, const Recipe& r) {
+  const Dot4Inputs in = make_inputs(p, r);
   TensorF out(p.q.heads, static_cast<int>(in.rows.size()), p.q.dim);
   out.data = flash_dot4(in);
   return out;

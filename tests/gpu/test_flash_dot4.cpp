@@ -8,7 +8,7 @@
 #include "harness/io/dataset_file.hpp"
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/formats/codec.hpp"
-#include "kernels/gpu/flash_dot4.hpp"
+#include "kernels/gpu/dispatch.hpp"
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
 #include "tests/catch.hpp"
@@ -35,30 +35,7 @@ Recipe dot4_recipe(FormatId p_format, double multiplier) {
   return r;
 }
 
-// The kernel's inputs from the same quantizers the emulator uses.
-gpu::Dot4Inputs inputs(const Problem& p, const Recipe& r) {
-  gpu::Dot4Inputs in;
-  in.q_heads = p.q.heads;
-  in.kv_heads = p.k.heads;
-  in.tokens = p.q.tokens;
-  in.dim = p.q.dim;
-  const Format i8 = format_of(FormatId::int8);
-  const QuantizedTensor q = quantize(p.q, r.q.spec), k = quantize(p.k, r.k.spec);
-  for (auto c : q.codes) in.q_codes.push_back(static_cast<std::int8_t>(decode(i8, c)));
-  for (auto c : k.codes) in.k_codes.push_back(static_cast<std::int8_t>(decode(i8, c)));
-  in.q_scales = q.scales;
-  in.k_scales = k.scales;
-  in.v = p.v.data;
-  in.rows = p.rows.resolve(p.q.tokens);
-  in.causal = p.causal;
-  in.window = p.window;
-  in.score_factor = static_cast<float>(p.scale()) * 1.44269504088896340736f;
-  in.p_format = r.p.spec.format;
-  in.p_multiplier = static_cast<float>(r.p.spec.multiplier);
-  in.denominator_quantized = r.denominator == Denominator::quantized_p;
-  in.block_k = r.tiles.block_k;
-  return in;
-}
+gpu::Dot4Inputs inputs(const Problem& p, const Recipe& r) { return gpu::make_inputs(p, r); }
 
 void check_against_emulator(const Problem& p, const Recipe& r, const char* what) {
   const ReferenceResult ref = reference_attention(p);
