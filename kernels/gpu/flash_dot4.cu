@@ -116,18 +116,6 @@ __global__ void logits_kernel(Params p, const int* hs, const int* is, const int*
   result[t] = logit(p, hs[t], hs[t] / (p.hq / p.hkv), is[t], js[t]);
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
-}
-
-template <typename T>
-T* upload(const std::vector<T>& host) {
-  T* dev = nullptr;
-  check(cudaMalloc(&dev, sizeof(T) * std::max<std::size_t>(host.size(), 1)), "cudaMalloc");
-  if (!host.empty()) check(cudaMemcpy(dev, host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-  return dev;
-}
-
 std::vector<int> pack(const std::vector<std::int8_t>& codes) {
   std::vector<int> words(codes.size() / 4);
   for (std::size_t w = 0; w < words.size(); ++w) {
@@ -140,7 +128,7 @@ std::vector<int> pack(const std::vector<std::int8_t>& codes) {
 
 struct DeviceInputs {
   Params p{};
-  std::vector<void*> owned;
+  DeviceBuffers mem;
   explicit DeviceInputs(const Dot4Inputs& in) {
     if (in.dim % 4 != 0 || in.dim % kWaveSize != 0 || in.dim > kMaxChannelsPerLane * kWaveSize) {
       throw std::invalid_argument("flash_dot4: head dim " + std::to_string(in.dim) + " must be a multiple of 4 and of the wave size, at most " +
@@ -150,14 +138,12 @@ struct DeviceInputs {
       throw std::invalid_argument("flash_dot4: key tile " + std::to_string(in.block_k) + " must be a multiple of the wave size, at most " +
                                   std::to_string(8 * kWaveSize));
     }
-    p.q = upload(pack(in.q_codes));
-    p.k = upload(pack(in.k_codes));
-    p.q_scales = upload(in.q_scales);
-    p.k_scales = upload(in.k_scales);
-    p.v = upload(in.v);
-    p.rows = upload(in.rows);
-    owned = {const_cast<int*>(p.q), const_cast<int*>(p.k), const_cast<float*>(p.q_scales), const_cast<float*>(p.k_scales),
-             const_cast<float*>(p.v), const_cast<int*>(p.rows)};
+    p.q = mem.upload(pack(in.q_codes));
+    p.k = mem.upload(pack(in.k_codes));
+    p.q_scales = mem.upload(in.q_scales);
+    p.k_scales = mem.upload(in.k_scales);
+    p.v = mem.upload(in.v);
+    p.rows = mem.upload(in.rows);
     p.nrows = static_cast<int>(in.rows.size());
     p.hq = in.q_heads;
     p.hkv = in.kv_heads;
@@ -171,9 +157,6 @@ struct DeviceInputs {
     p.p_mult = in.p_multiplier;
     p.pf = format_of(in.p_format);
   }
-  ~DeviceInputs() {
-    for (void* ptr : owned) cudaFree(ptr);
-  }
 };
 
 }  // namespace
@@ -181,40 +164,27 @@ struct DeviceInputs {
 std::vector<float> flash_dot4(const Dot4Inputs& in, const Dot4Tuning& tuning) {
   DeviceInputs dev(in);
   const std::size_t count = static_cast<std::size_t>(in.q_heads) * in.rows.size() * in.dim;
-  float* out = nullptr;
-  check(cudaMalloc(&out, sizeof(float) * count), "cudaMalloc out");
-  check(cudaMemset(out, 0xFF, sizeof(float) * count), "poison");  // NaN everywhere: every element must be written
+  float* out = dev.mem.alloc<float>(count);
+  fill_bytes(out, 0xFF, sizeof(float) * count);  // NaN everywhere: every element must be written
   dev.p.out = out;
   const int waves = tuning.rows_per_block;
   const dim3 grid((dev.p.nrows + waves - 1) / waves, in.q_heads);
   flash_dot4_kernel<<<grid, waves * kWaveSize, sizeof(float) * waves * in.block_k>>>(dev.p);
-  check(cudaGetLastError(), "flash_dot4_kernel launch");
-  check(cudaDeviceSynchronize(), "flash_dot4_kernel");
-  std::vector<float> host(count);
-  check(cudaMemcpy(host.data(), out, sizeof(float) * count, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
-  cudaFree(out);
-  return host;
+  check_launch("flash_dot4_kernel");
+  return download(out, count);
 }
 
 std::vector<int> dot4_logits(const Dot4Inputs& in, const std::vector<int>& h, const std::vector<int>& i, const std::vector<int>& j) {
   DeviceInputs dev(in);
-  int* hs = upload(h);
-  int* is = upload(i);
-  int* js = upload(j);
-  int* res = nullptr;
-  check(cudaMalloc(&res, sizeof(int) * std::max<std::size_t>(h.size(), 1)), "cudaMalloc");
+  const int* hs = dev.mem.upload(h);
+  const int* is = dev.mem.upload(i);
+  const int* js = dev.mem.upload(j);
+  int* res = dev.mem.alloc<int>(h.size());
   logits_kernel<<<(static_cast<int>(h.size()) + 127) / 128, 128>>>(dev.p, hs, is, js, static_cast<int>(h.size()), res);
-  check(cudaGetLastError(), "logits_kernel launch");
-  std::vector<int> out(h.size());
-  check(cudaMemcpy(out.data(), res, sizeof(int) * h.size(), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
-  for (void* ptr : {static_cast<void*>(hs), static_cast<void*>(is), static_cast<void*>(js), static_cast<void*>(res)}) cudaFree(ptr);
-  return out;
+  check_launch("logits_kernel");
+  return download(res, h.size());
 }
 
-std::string device_name() {
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  return prop.name;
-}
+std::string device_name() { return query_device_name(); }
 
 }  // namespace qattn::gpu

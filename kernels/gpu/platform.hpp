@@ -9,20 +9,225 @@
 #define QATTN_GPU_CUDA 1
 #endif
 
+#include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace qattn::gpu {
 
 #if defined(QATTN_GPU_CUDA)
 inline constexpr int kWaveSize = 32;
 using Stream = cudaStream_t;
+using Error = cudaError_t;
+using Event = cudaEvent_t;
 #elif defined(QATTN_GPU_HIP)
 #if defined(__GFX9__)
 inline constexpr int kWaveSize = 64;  // CDNA (gfx9): wave64
 #else
 inline constexpr int kWaveSize = 32;  // RDNA (gfx10+), compiled for wave32
 #endif
+using Stream = hipStream_t;
+using Error = hipError_t;
+using Event = hipEvent_t;
 #endif
+
+// ---- host side: errors, memory, events ----
+
+inline void check(Error e, const char* what) {
+#if defined(QATTN_GPU_CUDA)
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
+#else
+  if (e != hipSuccess) throw std::runtime_error(std::string("HIP error in ") + what + ": " + hipGetErrorString(e));
+#endif
+}
+
+// After a launch: the launch's own error, then the kernel's (synchronizing).
+inline void check_launch(const char* what) {
+#if defined(QATTN_GPU_CUDA)
+  check(cudaGetLastError(), what);
+  check(cudaDeviceSynchronize(), what);
+#else
+  check(hipGetLastError(), what);
+  check(hipDeviceSynchronize(), what);
+#endif
+}
+
+inline void* device_alloc_bytes(std::size_t bytes) {
+  void* p = nullptr;
+#if defined(QATTN_GPU_CUDA)
+  check(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), "cudaMalloc");
+#else
+  check(hipMalloc(&p, std::max<std::size_t>(bytes, 1)), "hipMalloc");
+#endif
+  return p;
+}
+
+inline void device_free(const void* p) {
+#if defined(QATTN_GPU_CUDA)
+  cudaFree(const_cast<void*>(p));
+#else
+  (void)hipFree(const_cast<void*>(p));
+#endif
+}
+
+inline void copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+#if defined(QATTN_GPU_CUDA)
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+#else
+  check(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice), "hipMemcpy H2D");
+#endif
+}
+
+inline void copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+#if defined(QATTN_GPU_CUDA)
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+#else
+  check(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost), "hipMemcpy D2H");
+#endif
+}
+
+inline void copy_on_device(void* dst, const void* src, std::size_t bytes) {
+#if defined(QATTN_GPU_CUDA)
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy D2D");
+#else
+  check(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToDevice), "hipMemcpy D2D");
+#endif
+}
+
+inline void fill_bytes(void* dst, int byte, std::size_t bytes) {
+#if defined(QATTN_GPU_CUDA)
+  check(cudaMemset(dst, byte, bytes), "cudaMemset");
+#else
+  check(hipMemset(dst, byte, bytes), "hipMemset");
+#endif
+}
+
+// Typed helpers over the byte wrappers.
+template <typename T>
+T* upload(const std::vector<T>& host) {
+  T* dev = static_cast<T*>(device_alloc_bytes(sizeof(T) * host.size()));
+  copy_to_device(dev, host.data(), sizeof(T) * host.size());
+  return dev;
+}
+
+template <typename T>
+std::vector<T> download(const T* dev, std::size_t count) {
+  std::vector<T> host(count);
+  copy_to_host(host.data(), dev, sizeof(T) * count);
+  return host;
+}
+
+// Device buffers freed on scope exit.
+class DeviceBuffers {
+ public:
+  DeviceBuffers() = default;
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+  ~DeviceBuffers() {
+    for (const void* p : owned_) device_free(p);
+  }
+  template <typename T>
+  T* keep(T* p) {
+    owned_.push_back(p);
+    return p;
+  }
+  template <typename T>
+  T* alloc(std::size_t count) {
+    return keep(static_cast<T*>(device_alloc_bytes(sizeof(T) * count)));
+  }
+  template <typename T>
+  T* upload(const std::vector<T>& host) {
+    return keep(gpu::upload(host));
+  }
+
+ private:
+  std::vector<const void*> owned_;
+};
+
+// A kernel that needs more than 48 KB of dynamic shared memory must say so first.
+template <typename Kernel>
+void allow_shared_bytes(Kernel kernel, int bytes) {
+#if defined(QATTN_GPU_CUDA)
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "cudaFuncSetAttribute");
+#else
+  check(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize, bytes), "hipFuncSetAttribute");
+#endif
+}
+
+// Device-event timing: milliseconds between two recorded events.
+class Timer {
+ public:
+  Timer() {
+#if defined(QATTN_GPU_CUDA)
+    check(cudaEventCreate(&start_), "cudaEventCreate");
+    check(cudaEventCreate(&stop_), "cudaEventCreate");
+#else
+    check(hipEventCreate(&start_), "hipEventCreate");
+    check(hipEventCreate(&stop_), "hipEventCreate");
+#endif
+  }
+  ~Timer() {
+#if defined(QATTN_GPU_CUDA)
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+#else
+    (void)hipEventDestroy(start_);
+    (void)hipEventDestroy(stop_);
+#endif
+  }
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+  void start() {
+#if defined(QATTN_GPU_CUDA)
+    check(cudaEventRecord(start_), "cudaEventRecord");
+#else
+    check(hipEventRecord(start_), "hipEventRecord");
+#endif
+  }
+  float stop_ms() {
+    float ms = 0;
+#if defined(QATTN_GPU_CUDA)
+    check(cudaEventRecord(stop_), "cudaEventRecord");
+    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+#else
+    check(hipEventRecord(stop_), "hipEventRecord");
+    check(hipEventSynchronize(stop_), "hipEventSynchronize");
+    check(hipEventElapsedTime(&ms, start_, stop_), "hipEventElapsedTime");
+#endif
+    return ms;
+  }
+
+ private:
+  Event start_{}, stop_{};
+};
+
+inline std::string query_device_name() {
+#if defined(QATTN_GPU_CUDA)
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+#else
+  hipDeviceProp_t prop{};
+  check(hipGetDeviceProperties(&prop, 0), "hipGetDeviceProperties");
+#endif
+  return prop.name;
+}
+
+inline int multiprocessor_count() {
+  int n = 0;
+#if defined(QATTN_GPU_CUDA)
+  check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+#else
+  check(hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, 0), "hipDeviceGetAttribute");
+#endif
+  return n;
+}
+
+// ---- device side: dot4, wave reductions ----
 
 // Sum of four signed 8-bit products, packed in 32-bit words, plus c.
 __device__ inline int dot4_i8(int a, int b, int c) {
@@ -59,10 +264,94 @@ __device__ inline float wave_sum(float v) {
   return v;
 }
 
+// Reduction across the lanes of one quad (4 consecutive lanes), as matrix-fragment rows need.
+__device__ inline float quad_max(float v) {
+#if defined(QATTN_GPU_CUDA)
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+#else
+  v = fmaxf(v, __shfl_xor(v, 1));
+  v = fmaxf(v, __shfl_xor(v, 2));
+#endif
+  return v;
+}
+
+__device__ inline float quad_sum(float v) {
+#if defined(QATTN_GPU_CUDA)
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+#else
+  v += __shfl_xor(v, 1);
+  v += __shfl_xor(v, 2);
+#endif
+  return v;
+}
+
 __device__ inline void wave_sync() {
 #if defined(QATTN_GPU_CUDA)
   __syncwarp();
 #endif
 }
+
+// ---- device side: matrix instructions and packed converts (NVIDIA mma.sync, per warp) ----
+// Fragment layouts are PTX's: for m16n8kK, lane = 4 * group + quad_lane; A rows group and group + 8,
+// C rows group (c[0], c[1]) and group + 8 (c[2], c[3]) at columns 2 * quad_lane + {0, 1}.
+#if defined(QATTN_GPU_CUDA)
+inline constexpr bool kHasMmaSync = true;
+
+// C += A B with int8 A (16x32, row) and B (32x8, col): int32, exact.
+__device__ inline void mma_i8_m16n8k32(int c[4], const std::uint32_t a[4], const std::uint32_t b[2]) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+
+// C += A B with e4m3 A (16x32) and B (32x8) into fp32 (the hardware's accumulation; see README).
+__device__ inline void mma_e4m3_m16n8k32(float c[4], const std::uint32_t a[4], const std::uint32_t b[2]) {
+#if __CUDA_ARCH__ >= 890
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+
+// C += A B with fp16 A (16x16) and B (16x8) into fp32.
+__device__ inline void mma_f16_m16n8k16(float c[4], const std::uint32_t a[4], const std::uint32_t b[2]) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+
+// Two floats to two e4m3 bytes (lo in the low byte): round to nearest even, saturating to +-448.
+__device__ inline std::uint16_t pack_e4m3x2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 890
+  std::uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
+// Two floats to two fp16 (lo in the low half): round to nearest even.
+__device__ inline std::uint32_t pack_f16x2(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+#else
+inline constexpr bool kHasMmaSync = false;
+#endif
 
 }  // namespace qattn::gpu

@@ -1,0 +1,66 @@
+#pragma once
+// Host interface of the matrix-instruction flash-attention family (NVIDIA mma.sync): S = Q K^T in
+// int8 (m16n8k32, int32, exact) or fp16 (m16n8k16, fp32), online softmax in exp2, P quantized
+// against the running max (e4m3 with a static multiplier, or fp16), O += P V in e4m3 (m16n8k32) or
+// fp16 (m16n8k16) with the hardware's fp32 accumulators, added into a true fp32 O once per key tile.
+//
+// Device layouts the kernels read (the preparation kernels write them; the host path uploads them):
+//   Q [Hq][N][d] and K [Hkv][N][d]: int8 codes (scales [H][N] fp32, one per token) or fp16 values.
+//   Vt [Hkv][d][Np], Np = N rounded up to the key tile (64): V transposed, e4m3 codes or fp16 values;
+//   padding keys are zero. For 8-bit V the keys of each group of 32 are stored in mma_key_order
+//   (the order in which an S accumulator fragment becomes a P operand fragment with no shuffles);
+//   v_scales [Hkv][d] fp32 (one per channel) multiply O at the end.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qattn::gpu {
+
+enum class QkType : std::uint8_t { int8, fp16 };
+enum class PvType : std::uint8_t { e4m3, fp16 };
+
+inline constexpr int kMmaKeyTile = 64;  // Bc of the mma family; a covered recipe has tiles.block_k = 64
+
+// Position within a group of 32 keys at which key k (0..31) is stored for 8-bit V.
+constexpr int mma_key_order(int k) {
+  // Lane quad q holds keys 8t + 2q + {0,1} of S (t = 0..3); the e4m3 A operand wants logical
+  // columns 4q + {0..3} and 16 + 4q + {0..3}. So key 8t + 2q + e sits at 16 (t / 2) + 4q + 2 (t % 2) + e.
+  return 16 * ((k / 8) / 2) + 4 * ((k % 8) / 2) + 2 * ((k / 8) % 2) + (k % 2);
+}
+
+struct MmaInputs {
+  QkType qk = QkType::int8;
+  PvType pv = PvType::e4m3;
+  int q_heads = 0, kv_heads = 0, tokens = 0, dim = 0;  // dim 64, 128 or 256
+  std::vector<std::int8_t> q_codes, k_codes;           // int8 QK: [H][N][d]
+  std::vector<float> q_scales, k_scales;               // int8 QK: [H][N]
+  std::vector<float> q_values, k_values;               // fp16 QK: fp16-representable values [H][N][d]
+  std::vector<float> v_values;                         // [Hkv][N][d]: e4m3 code values or fp16 values
+  std::vector<float> v_scales;                         // e4m3 PV: [Hkv][d]; empty means 1
+  std::vector<int> rows;                               // query rows returned (all are computed)
+  bool causal = false;
+  int window = 0;
+  float score_factor = 0;                              // fp32(softmax scale) * fp32(log2 e), as the emulator
+  float p_multiplier = 448;                            // e4m3 P: P * multiplier is rounded; fp16 P: 1
+  bool denominator_quantized = true;
+};
+
+// Tuning: never changes a result (a test proves it).
+struct MmaTuning {
+  int warps = 4;  // 16 query rows per warp: 4 or 8 warps per block
+};
+
+// Runs the kernel; returns [Hq, rows, d]. Throws std::invalid_argument on unsupported shapes and
+// std::runtime_error on a CUDA error.
+std::vector<float> flash_mma(const MmaInputs& in, const MmaTuning& tuning = {});
+
+// Test hook: the raw QK^T accumulators (int32 for int8, fp32 bits for fp16) of query rows [0, 16)
+// of head h against keys [0, 64), from the mma path: [16][64].
+std::vector<std::int32_t> mma_logits(const MmaInputs& in, int h);
+
+// Median milliseconds of `reps` launches on random device-resident inputs of the given shape
+// (batch folded into heads), after warm-up; no host transfers are timed.
+double bench_flash_mma(QkType qk, PvType pv, int batch, int q_heads, int kv_heads, int tokens, int dim, bool causal, int reps,
+                       const MmaTuning& tuning = {});
+
+}  // namespace qattn::gpu
