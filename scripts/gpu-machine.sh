@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (Ubuntu 24.04 with CUDA; nothing is installed): configure, build, run the
-# gpu-labelled tests and compute-sanitizer's memcheck and racecheck, writing logs into LOG_DIR.
-#   bash scripts/gpu-machine.sh LOG_DIR [CUDA_ARCHS]
+# gpu-labelled tests and compute-sanitizer's memcheck and racecheck, then the benchmarks (PyTorch
+# SDPA with python3 + torch, then `qattn bench gpu` beside it), writing logs into LOG_DIR.
+#   bash scripts/gpu-machine.sh LOG_DIR [CUDA_ARCHS]        (PYTHON=... to use another interpreter)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=${1:?usage: gpu-machine.sh LOG_DIR [CUDA_ARCHS]}
@@ -16,7 +17,15 @@ step() {  # step NAME command...
 step configure cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_GPU=CUDA -DCMAKE_CUDA_ARCHITECTURES="$archs"
 step build cmake --build build-gpu --parallel
 step gpu-tests ctest --test-dir build-gpu -L gpu --output-on-failure -V
-step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 build-gpu/tests/test_gpu "dot4 kernel: tuning changes no bit"
-step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 build-gpu/tests/test_gpu "dot4 kernel: tuning changes no bit"
+rm -f "$logs/sdpa.json" "$logs/bench-gpu.md"  # never report a previous run's numbers
+step bench-sdpa "${PYTHON:-python3}" scripts/bench_sdpa.py --out "$logs/sdpa.json"
+sdpa_args=()
+if [[ -f "$logs/sdpa.json" ]]; then sdpa_args=(--sdpa "$logs/sdpa.json"); fi
+step bench-gpu build-gpu/harness/qattn bench gpu "${sdpa_args[@]}" --out "$logs/bench-gpu.md"
+# The sanitizers on a representative set: each family's tuning test (ragged N, causal, GQA).
+sanitized="dot4 kernel: tuning changes no bit,mma kernel: tuning changes no bit,decode: tuning changes no bit"
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 build-gpu/tests/test_gpu "$sanitized"
+step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 build-gpu/tests/test_gpu "$sanitized"
 grep -hE "seed|dB" "$logs/gpu-tests.log" || true
+if [[ -f "$logs/bench-gpu.md" ]]; then echo; cat "$logs/bench-gpu.md"; fi
 exit $status

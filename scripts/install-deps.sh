@@ -10,6 +10,11 @@ debs=(
   libeigen3-dev libhdf5-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev
   python3 python3-venv python3-pip
 )
+# The HIP build (QATTN_GPU=HIP, compile only; cmake/HipToolchain.cmake) uses Debian 12's HIP 5.2 with
+# clang-15; llvm-15 provides llvm-as-15/llvm-dis-15, which make the gfx1100 bitcode Debian lacks.
+if [[ -r /etc/os-release ]] && (. /etc/os-release && [[ $ID == debian && $VERSION_ID == 12 ]]); then
+  debs+=(hipcc libamdhip64-dev rocm-device-libs clang-15 llvm-15)
+fi
 
 missing=()
 for p in "${debs[@]}"; do

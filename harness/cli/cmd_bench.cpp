@@ -1,5 +1,6 @@
 // `qattn bench reference`: the float64 reference's speed beside an Eigen float64 GEMM measured in
-// the same run, so the ratio is a property of the code, not of the machine.
+// the same run, so the ratio is a property of the code, not of the machine. `qattn bench emulate`:
+// the emulator beside it. `qattn bench gpu` is in cmd_bench_gpu.cpp.
 #include <fmt/core.h>
 #include <omp.h>
 
@@ -14,6 +15,8 @@
 #include "reference/attention.hpp"
 
 namespace qattn::cli {
+
+CLI::App* add_bench_gpu_subcommand(CLI::App& bench, Action& action);  // cmd_bench_gpu.cpp
 
 namespace {
 
@@ -68,6 +71,8 @@ Action add_bench_command(CLI::App& app) {
   emu->add_option("--reps", eo->reps, "Repetitions; the best time is reported")->check(CLI::PositiveNumber);
   auto modes = std::make_shared<bool>(true);
   emu->add_option("--accumulator-modes", *modes, "Also time the PV accumulator-emulation modes (fp32, fp16, mma)")->capture_default_str();
+  auto gpu_action = std::make_shared<Action>();
+  auto* gpu = add_bench_gpu_subcommand(*bench, *gpu_action);
   auto emulate_action = [eo, modes]() {
     // int8 QK (per token) + e4m3 P (static 448) + e4m3 V (per channel), exact accumulators; then
     // the same recipe with each accumulator-emulation mode on PV, reported, not targeted.
@@ -103,8 +108,9 @@ Action add_bench_command(CLI::App& app) {
     }
     return 0;
   };
-  return [o, ref, emu, emulate_action]() {
+  return [o, ref, emu, emulate_action, gpu, gpu_action]() {
     if (emu->parsed()) return emulate_action();
+    if (gpu->parsed()) return (*gpu_action)();
     if (!ref->parsed()) return 1;
     const int threads = omp_get_max_threads();
     Eigen::setNbThreads(threads);

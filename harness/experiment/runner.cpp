@@ -24,7 +24,7 @@
 #include "reference/metrics.hpp"
 #include "reference/statistics.hpp"
 
-#if defined(QATTN_WITH_CUDA)
+#if defined(QATTN_WITH_GPU)
 #include "kernels/gpu/dispatch.hpp"
 #endif
 
@@ -238,14 +238,14 @@ bool render_figures(const std::string& report_dir) {
 }
 
 void run_experiment(const Experiment& e, const RunOptions& opt) {
-#if defined(QATTN_WITH_CUDA)
+#if defined(QATTN_WITH_GPU)
   const bool gpu_built = true;
 #else
   const bool gpu_built = false;
 #endif
   if (opt.backend != "emulate" && opt.backend != "gpu") throw std::invalid_argument("run --backend " + opt.backend + ": expected emulate or gpu");
   if (opt.backend == "gpu" && !gpu_built) {
-    throw std::invalid_argument("run --backend gpu: this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA");
+    throw std::invalid_argument("run --backend gpu: this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
   }
   // Everything checkable is checked before any work.
   const DatasetInfo info = open_dataset(e.dataset);
@@ -371,7 +371,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
         EmulatorResult emu;
         std::string kernel = "emulator";
         if (opt.backend == "gpu") {
-#if defined(QATTN_WITH_CUDA)
+#if defined(QATTN_WITH_GPU)
           const std::string reason = gpu::not_covered(p, recipe);
           if (!reason.empty()) {
             append_durable(dir / "not_covered.jsonl",
@@ -379,9 +379,9 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
             progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name));
             continue;
           }
-          const TensorF g = gpu::run(p, recipe);
-          emu_out.assign(g.data.begin(), g.data.end());
-          kernel = gpu::kDot4KernelName;
+          const gpu::GpuResult g = gpu::run(p, recipe);
+          emu_out.assign(g.out.data.begin(), g.out.data.end());
+          kernel = g.kernel;
 #endif
         } else {
           EmulatorOptions eo;

@@ -89,4 +89,30 @@ class AccumulatorModel {
   Accumulator a_;
 };
 
+// The NVIDIA H200's (sm_90a) e4m3 mma.sync.m16n8k32 with fp32 accumulators, as an mma model.
+// BEST PRIOR GUESS, to be confirmed by tests/gpu/test_mma_accumulator.cpp on the H200 (its RESULT
+// lines print the parameters to set here). Why this guess: for sm_90a, ptxas (CUDA 13) emits no
+// native fp8 MMA for mma.sync: it unpacks the e4m3 operands to fp16 (exact), runs two
+// HMMA.16816.F32 from a zero accumulator and adds C with one fp32 add (FADD, nearest even), so
+// chunk 16 with flush_every 2 (partial from 0, C added in fp32 at the end); the fp32 HMMA modelled
+// as published tensor-core studies describe it (products aligned to the largest with truncation,
+// the sum normalized toward zero; the width is a guess). Known limits the test reports on: the two
+// HMMAs take the k with k % 4 in {0, 1}, then k % 4 in {2, 3}, while this model chunks the terms in
+// the order given; the second HMMA aligns its partial together with its products, while this model
+// rounds the chunk sum and then adds. The often-quoted ~13-14 kept mantissa bits ("fp22") are
+// reported for native fp8 MMA paths (Ada's QMMA, which sm_89 builds of the same instruction use);
+// they are not this path's.
+inline Accumulator hopper_e4m3_mma_accumulator() {
+  Accumulator a;
+  a.kind = Accumulator::Kind::mma;
+  a.chunk = 16;
+  a.align_bits = 25;
+  a.chunk_mantissa_bits = 23;
+  a.chunk_rounding = Rounding::toward_zero;
+  a.acc_mantissa_bits = 23;
+  a.add_rounding = Rounding::toward_zero;
+  a.flush_every = 2;
+  return a;
+}
+
 }  // namespace qattn

@@ -1,23 +1,36 @@
 #pragma once
-// The runner's gpu backend: which recipes the GPU kernels cover, and running a covered one.
+// The runner's gpu backend: which kernel covers a recipe, and running it. A recipe no kernel covers
+// is reported as not covered (with why), never silently run on the CPU.
 #include <string>
 
 #include "kernels/formats/tensor.hpp"
-#include "kernels/problem/problem.hpp"
 #include "kernels/gpu/flash_dot4.hpp"
+#include "kernels/gpu/flash_mma.hpp"
+#include "kernels/problem/problem.hpp"
 #include "kernels/recipe/recipe.hpp"
 
 namespace qattn::gpu {
 
-// Empty when a GPU kernel covers the recipe on this problem; otherwise why not (reported as "not
-// covered", never silently run on the CPU).
+inline constexpr const char* kDot4KernelName = "flash_dot4";
+inline constexpr const char* kMmaKernelName = "flash_mma";
+
+// Why the mma family does not take the recipe ("" when it does). Built only with CUDA.
+std::string mma_not_covered(const Problem& p, const Recipe& r);
+// Why the dot4 family does not take the recipe ("" when it does).
+std::string dot4_not_covered(const Problem& p, const Recipe& r);
+
+// Empty when some GPU kernel covers the recipe on this problem; otherwise every family's reason.
 std::string not_covered(const Problem& p, const Recipe& r);
 
-// The dot4 kernel's inputs for a covered recipe, from the same quantizers the emulator uses.
+// Kernel inputs for a covered recipe, from the same quantizers the emulator uses.
 Dot4Inputs make_inputs(const Problem& p, const Recipe& r);
+MmaInputs make_mma_inputs(const Problem& p, const Recipe& r);
 
-// The kernel that runs a covered recipe, and its output [Hq, rows, d].
-inline constexpr const char* kDot4KernelName = "flash_dot4";
-TensorF run(const Problem& p, const Recipe& r);
+struct GpuResult {
+  TensorF out;         // [Hq, rows, d]
+  std::string kernel;  // the family that ran
+};
+// Runs a covered recipe on the first family that covers it (mma before dot4).
+GpuResult run(const Problem& p, const Recipe& r);
 
 }  // namespace qattn::gpu

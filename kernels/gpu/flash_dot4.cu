@@ -130,13 +130,14 @@ struct DeviceInputs {
   Params p{};
   DeviceBuffers mem;
   explicit DeviceInputs(const Dot4Inputs& in) {
-    if (in.dim % 4 != 0 || in.dim % kWaveSize != 0 || in.dim > kMaxChannelsPerLane * kWaveSize) {
+    const int ws = wave_size();  // the device's (kWaveSize is per compiled architecture)
+    if (in.dim % 4 != 0 || in.dim % ws != 0 || in.dim > kMaxChannelsPerLane * ws) {
       throw std::invalid_argument("flash_dot4: head dim " + std::to_string(in.dim) + " must be a multiple of 4 and of the wave size, at most " +
-                                  std::to_string(kMaxChannelsPerLane * kWaveSize));
+                                  std::to_string(kMaxChannelsPerLane * ws));
     }
-    if (in.block_k % kWaveSize != 0 || in.block_k > 8 * kWaveSize) {
+    if (in.block_k % ws != 0 || in.block_k > 8 * ws) {
       throw std::invalid_argument("flash_dot4: key tile " + std::to_string(in.block_k) + " must be a multiple of the wave size, at most " +
-                                  std::to_string(8 * kWaveSize));
+                                  std::to_string(8 * ws));
     }
     p.q = mem.upload(pack(in.q_codes));
     p.k = mem.upload(pack(in.k_codes));
@@ -169,7 +170,7 @@ std::vector<float> flash_dot4(const Dot4Inputs& in, const Dot4Tuning& tuning) {
   dev.p.out = out;
   const int waves = tuning.rows_per_block;
   const dim3 grid((dev.p.nrows + waves - 1) / waves, in.q_heads);
-  flash_dot4_kernel<<<grid, waves * kWaveSize, sizeof(float) * waves * in.block_k>>>(dev.p);
+  flash_dot4_kernel<<<grid, waves * wave_size(), sizeof(float) * waves * in.block_k>>>(dev.p);
   check_launch("flash_dot4_kernel");
   return download(out, count);
 }

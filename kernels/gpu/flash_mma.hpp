@@ -2,7 +2,7 @@
 // Host interface of the matrix-instruction flash-attention family (NVIDIA mma.sync): S = Q K^T in
 // int8 (m16n8k32, int32, exact) or fp16 (m16n8k16, fp32), online softmax in exp2, P quantized
 // against the running max (e4m3 with a static multiplier, or fp16), O += P V in e4m3 (m16n8k32) or
-// fp16 (m16n8k16) with the hardware's fp32 accumulators, added into a true fp32 O once per key tile.
+// fp16 (m16n8k16) with O as the matrix unit's accumulator (its model: a recipe's pv_acc).
 //
 // Device layouts the kernels read (the preparation kernels write them; the host path uploads them):
 //   Q [Hq][N][d] and K [Hkv][N][d]: int8 codes (scales [H][N] fp32, one per token) or fp16 values.

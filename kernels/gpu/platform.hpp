@@ -23,10 +23,16 @@ using Stream = cudaStream_t;
 using Error = cudaError_t;
 using Event = cudaEvent_t;
 #elif defined(QATTN_GPU_HIP)
+// The wave size of the architecture being compiled: CDNA (gfx9) runs wave64; RDNA (gfx10+) is compiled
+// wave32 (clang's default for HIP there). One HIP binary holds both, so its host pass has no single
+// wave size: host code sizes launches with wave_size() (the device's), never with kWaveSize.
 #if defined(__GFX9__)
-inline constexpr int kWaveSize = 64;  // CDNA (gfx9): wave64
+inline constexpr int kWaveSize = 64;
 #else
-inline constexpr int kWaveSize = 32;  // RDNA (gfx10+), compiled for wave32
+inline constexpr int kWaveSize = 32;
+#endif
+#if defined(__HIP_DEVICE_COMPILE__)
+static_assert(kWaveSize == __AMDGCN_WAVEFRONT_SIZE, "kWaveSize differs from the wave size the compiler targets");
 #endif
 using Stream = hipStream_t;
 using Error = hipError_t;
@@ -217,6 +223,31 @@ inline std::string query_device_name() {
   return prop.name;
 }
 
+// Threads per wave of the device, for launch shapes and limits computed on the host.
+inline int wave_size() {
+#if defined(QATTN_GPU_CUDA)
+  return kWaveSize;
+#else
+  int device = 0, n = 0;
+  check(hipGetDevice(&device), "hipGetDevice");
+  check(hipDeviceGetAttribute(&n, hipDeviceAttributeWarpSize, device), "hipDeviceGetAttribute");
+  return n;
+#endif
+}
+
+// Resident blocks of `kernel` per multiprocessor at this launch shape (occupancy, for reports).
+template <typename Kernel>
+int max_active_blocks(Kernel kernel, int threads, int shared_bytes) {
+  int n = 0;
+#if defined(QATTN_GPU_CUDA)
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, shared_bytes), "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+#else
+  check(hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, reinterpret_cast<const void*>(kernel), threads, shared_bytes),
+        "hipOccupancyMaxActiveBlocksPerMultiprocessor");
+#endif
+  return n;
+}
+
 inline int multiprocessor_count() {
   int n = 0;
 #if defined(QATTN_GPU_CUDA)
@@ -233,8 +264,11 @@ inline int multiprocessor_count() {
 __device__ inline int dot4_i8(int a, int b, int c) {
 #if defined(QATTN_GPU_CUDA)
   return __dp4a(a, b, c);
-#elif defined(QATTN_GPU_HIP) && (defined(__gfx1030__) || defined(__gfx90a__))
-  return __builtin_amdgcn_sdot4(a, b, c, false);
+#elif defined(QATTN_GPU_HIP) && (defined(__gfx1030__) || defined(__gfx90a__) || defined(__gfx940__))
+  return __builtin_amdgcn_sdot4(a, b, c, false);  // v_dot4_i32_i8, wrapping like __dp4a
+#elif defined(QATTN_GPU_HIP) && defined(__GFX11__)
+  // v_dot4_i32_iu8 with both operands signed (gfx11 has no v_dot4_i32_i8; sdot4 crashes clang-15 there).
+  return __builtin_amdgcn_sudot4(true, a, true, b, c, false);
 #else
   int s = c;
   for (int k = 0; k < 4; ++k) s += static_cast<std::int8_t>(a >> (8 * k)) * static_cast<std::int8_t>(b >> (8 * k));
@@ -290,6 +324,10 @@ __device__ inline float quad_sum(float v) {
 __device__ inline void wave_sync() {
 #if defined(QATTN_GPU_CUDA)
   __syncwarp();
+#else
+  // A wave runs in lockstep; the fence keeps the compiler from moving shared-memory accesses across.
+  __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "wavefront");
+  __builtin_amdgcn_wave_barrier();
 #endif
 }
 
@@ -350,8 +388,52 @@ __device__ inline std::uint32_t pack_f16x2(float lo, float hi) {
   asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+
+// Two e4m3 bytes (lo in the low byte) back to floats, exactly.
+__device__ inline float2 unpack_e4m3x2(std::uint16_t v) {
+#if __CUDA_ARCH__ >= 890
+  std::uint32_t h;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
+  float lo, hi;
+  asm("{.reg .f16 l, u;\n mov.b32 {l, u}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, u;\n}\n" : "=f"(lo), "=f"(hi) : "r"(h));
+  return make_float2(lo, hi);
+#else
+  __trap();
+  return make_float2(0, 0);
+#endif
+}
+
+// Two fp16 (lo in the low half) to floats, exactly.
+__device__ inline float2 unpack_f16x2(std::uint32_t h) {
+  float lo, hi;
+  asm("{.reg .f16 l, u;\n mov.b32 {l, u}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, u;\n}\n" : "=f"(lo), "=f"(hi) : "r"(h));
+  return make_float2(lo, hi);
+}
+
+// 16-byte global-to-shared copy that runs asynchronously (zero-filled when !valid), and its fences.
+__device__ inline void async_copy_16(void* shared, const void* global, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(global), "r"(bytes));
+}
+__device__ inline void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int Pending>
+__device__ inline void async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
 #else
 inline constexpr bool kHasMmaSync = false;
+#endif
+
+#if !defined(QATTN_GPU_CUDA)
+// The async 16-byte copy's portable form (no cp.async): a plain copy, complete at once; the barrier
+// that follows async_wait publishes it, as on NVIDIA.
+__device__ inline void async_copy_16(void* shared, const void* global, bool valid) {
+  *static_cast<uint4*>(shared) = valid ? *static_cast<const uint4*>(global) : make_uint4(0, 0, 0, 0);
+}
+__device__ inline void async_commit() {}
+template <int Pending>
+__device__ inline void async_wait() {}
 #endif
 
 }  // namespace qattn::gpu

@@ -12,6 +12,7 @@
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
 #include "tests/catch.hpp"
+#include "tests/gpu/emulator_check.hpp"
 #include "tests/reference/test_helpers.hpp"
 
 using namespace qattn;
@@ -38,18 +39,7 @@ Recipe dot4_recipe(FormatId p_format, double multiplier) {
 gpu::Dot4Inputs inputs(const Problem& p, const Recipe& r) { return gpu::make_inputs(p, r); }
 
 void check_against_emulator(const Problem& p, const Recipe& r, const char* what) {
-  const ReferenceResult ref = reference_attention(p);
-  const EmulatorResult emu = emulate(p, r);
-  const std::vector<float> got = gpu::flash_dot4(inputs(p, r));
-  std::size_t unwritten = 0;
-  for (float x : got) unwritten += std::isfinite(x) ? 0 : 1;
-  INFO(what);
-  REQUIRE(unwritten == 0);  // the output was poisoned with NaN before the launch
-  const std::vector<double> e(emu.out.data.begin(), emu.out.data.end()), g(got.begin(), got.end());
-  const double format_db = compare(ref.out.data, e).sqnr_db, kernel_db = compare(e, g).sqnr_db;
-  std::printf("%s: recipe vs float64 %.2f dB, kernel vs emulator %.2f dB\n", what, format_db, kernel_db);
-  // Kernel error well under format error: at least 30 dB below it (the criterion).
-  CHECK(kernel_db > format_db + 30);
+  test::check_against_emulator(p, r, gpu::flash_dot4(inputs(p, r)), what);
 }
 
 }  // namespace

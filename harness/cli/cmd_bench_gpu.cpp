@@ -1,0 +1,296 @@
+// `qattn bench gpu`: the mma flash kernels (int8 QK + e4m3 PV, and fp16) beside PyTorch's SDPA
+// (flash and cuDNN backends, bf16, measured by scripts/bench_sdpa.py on the same machine), and the
+// decode kernel's bandwidth beside a device copy's, in one run. The mma family is NVIDIA-only, so
+// this needs the CUDA build; any other build keeps the subcommand and says how to get it, as
+// `qattn run --backend gpu` does.
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/cli/commands.hpp"
+#include "harness/io/json_file.hpp"
+
+#if defined(QATTN_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "kernels/gpu/flash_decode.hpp"
+#include "kernels/gpu/flash_dot4.hpp"  // device_name()
+#include "kernels/gpu/flash_mma.hpp"
+#endif
+
+namespace qattn::cli {
+
+namespace {
+
+struct Opts {
+  int reps = 20;
+  std::vector<int> tokens{4096, 16384};
+  std::string sdpa, out;
+  int split_k = 0;  // 0: chosen from the SM count
+  int warps = 0;    // 0: the kernel's default tuning
+};
+
+#if defined(QATTN_WITH_CUDA)
+
+// The shapes: prefill B=1, H=32 (Hq = Hkv), d=128 at each N, causal and not; decode
+// B=8, Hq=32, Hkv=8 (GQA 4), N=32768, d=128.
+constexpr int kBatch = 1, kHeads = 32, kDim = 128;
+constexpr int kDecodeBatch = 8, kDecodeQHeads = 32, kDecodeKvHeads = 8, kDecodeTokens = 32768, kDecodeDim = 128;
+constexpr double kFlashTarget = 1.0;   // int8-QK + e4m3-PV at least as fast as SDPA-flash
+constexpr double kDecodeTarget = 0.6;  // decode at least 60% of the copy bandwidth
+
+// FLOPs of attention forward: S = QK^T and O = PV, 2 per multiply-add; half of them when causal.
+double attention_flops(int b, int h, int n, int d, bool causal) {
+  const double f = 4.0 * n * double(n) * d * b * h;
+  return causal ? f / 2 : f;
+}
+
+// SDPA timings from scripts/bench_sdpa.py, keyed by shape and backend.
+struct SdpaRow {
+  std::optional<double> ms;
+  std::string error;
+};
+struct Sdpa {
+  std::string device, torch_version;
+  std::map<std::string, SdpaRow> rows;
+};
+
+std::string sdpa_key(int b, int h, int n, int d, bool causal, const std::string& backend) {
+  return fmt::format("{}|{}|{}|{}|{}|{}", b, h, n, d, causal ? 1 : 0, backend);
+}
+
+Sdpa read_sdpa(const std::string& path) {
+  const auto j = read_json_file(path, "SDPA timings (scripts/bench_sdpa.py --out)");
+  Sdpa s;
+  try {
+    s.device = j.value("device", "");
+    s.torch_version = j.value("torch_version", "");
+    if (!j.contains("rows") || !j["rows"].is_array()) throw std::invalid_argument("rows: expected a list");
+    for (const auto& r : j["rows"]) {
+      SdpaRow row;
+      if (r.contains("ms") && r["ms"].is_number()) row.ms = r["ms"].get<double>();
+      if (r.contains("error") && r["error"].is_string()) row.error = r["error"].get<std::string>();
+      if (!row.ms && row.error.empty()) row.error = "no time recorded";
+      s.rows[sdpa_key(r.at("B").get<int>(), r.at("H").get<int>(), r.at("N").get<int>(), r.at("d").get<int>(),
+                      r.at("causal").get<bool>(), r.at("backend").get<std::string>())] = row;
+    }
+  } catch (const nlohmann::ordered_json::exception& e) {
+    throw std::invalid_argument(path + ": not an SDPA timing file from scripts/bench_sdpa.py: " + e.what());
+  }
+  return s;
+}
+
+// Writes a whole file through a temporary and a rename.
+void write_atomic(const std::string& file, const std::string& text) {
+  const std::string tmp = file + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) throw std::runtime_error(tmp + ": write failed");
+  }
+  std::filesystem::rename(tmp, file);
+}
+
+// The report, printed line by line as it is measured and kept for --out.
+class Report {
+ public:
+  void line(const std::string& s = "") {
+    text_ += s + "\n";
+    fmt::print("{}\n", s);
+    std::fflush(stdout);
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+std::string command_line(const Opts& o) {
+  std::string tokens;
+  for (int n : o.tokens) tokens += (tokens.empty() ? "" : ",") + std::to_string(n);
+  std::string cmd = fmt::format("qattn bench gpu --reps {} --tokens {} --split-k {}", o.reps, tokens, o.split_k);
+  if (o.warps > 0) cmd += fmt::format(" --warps {}", o.warps);
+  if (!o.sdpa.empty()) cmd += " --sdpa " + o.sdpa;
+  if (!o.out.empty()) cmd += " --out " + o.out;
+  return cmd;
+}
+
+int multiprocessors() {
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || n <= 0) return 132;
+  return n;
+}
+
+// Default split-K: the smallest power of two giving at least 4 thread blocks per SM when one block
+// runs one (sequence, kv head, split), so the last wave is nearly full; each split keeps >= 256 keys.
+int default_split_k(int sms) {
+  int s = 1;
+  while (kDecodeBatch * kDecodeKvHeads * s < 4 * sms && kDecodeTokens / (2 * s) >= 256) s *= 2;
+  return s;
+}
+
+// The decode kernel's V formats, in report order.
+constexpr gpu::DecodeV kDecodeFormats[] = {gpu::DecodeV::e4m3, gpu::DecodeV::q8_0, gpu::DecodeV::q4_0};
+
+int run_bench_gpu(Opts& o) {
+  const std::string device = gpu::device_name();
+  const int sms = multiprocessors();
+  const bool split_default = o.split_k <= 0;
+  if (split_default) o.split_k = default_split_k(sms);
+  std::optional<Sdpa> sdpa;
+  if (!o.sdpa.empty()) sdpa = read_sdpa(o.sdpa);
+  gpu::MmaTuning tuning;
+  if (o.warps > 0) tuning.warps = o.warps;
+
+  Report r;
+  std::vector<std::string> notes;
+  int failures = 0;  // our kernels' errors (an SDPA backend that could not run is a note, not a failure)
+  r.line(fmt::format("# qattn bench gpu: {} ({} SMs)", device, sms));
+  r.line();
+  r.line("command: `" + command_line(o) + "`");
+  r.line();
+  r.line(fmt::format("Prefill: median of {} launches per kernel on random device-resident inputs (no transfers timed), "
+                     "mma tuning {} warps. FLOPs counted as 4*N^2*d*B*H (QK^T and PV, 2 per multiply-add), halved when "
+                     "causal; ours in TOPS (int8 and e4m3 operations counted as FLOPs), SDPA in bf16 TFLOP/s.",
+                     o.reps, tuning.warps));
+  if (sdpa) {
+    r.line(fmt::format("SDPA: {} (torch {}, on {}).", o.sdpa, sdpa->torch_version, sdpa->device));
+    if (sdpa->device != device) r.line(fmt::format("**Warning: SDPA was measured on '{}', this run is on '{}'.**", sdpa->device, device));
+  } else {
+    r.line("SDPA: not given (--sdpa FILE from scripts/bench_sdpa.py).");
+  }
+  r.line();
+  r.line("| shape (B,H,N,d,causal) | ours int8-QK+e4m3-PV TOPS | ours fp16 TOPS | SDPA flash TFLOP/s | SDPA cuDNN TFLOP/s "
+         "| ratio ours-int8/flash | ratio ours-int8/cuDNN |");
+  r.line("|---|---:|---:|---:|---:|---:|---:|");
+
+  const auto note = [&notes](const std::string& s) {
+    notes.push_back(s);
+    return fmt::format("n/a [{}]", notes.size());
+  };
+  // Our kernel's median ms, or the error as a note.
+  const auto ours = [&](gpu::QkType qk, gpu::PvType pv, const char* what, int n, bool causal, std::string& cell) {
+    try {
+      const double ms = gpu::bench_flash_mma(qk, pv, kBatch, kHeads, kHeads, n, kDim, causal, o.reps, tuning);
+      cell = fmt::format("{:.1f}", attention_flops(kBatch, kHeads, n, kDim, causal) / (ms * 1e-3) / 1e12);
+      return std::optional<double>(ms);
+    } catch (const std::exception& e) {
+      ++failures;
+      cell = note(fmt::format("{} N={} causal={}: {}", what, n, causal ? 1 : 0, e.what()));
+      return std::optional<double>();
+    }
+  };
+  std::vector<std::string> verdicts;
+  for (int n : o.tokens) {
+    for (bool causal : {false, true}) {
+      std::string c_int8, c_fp16;
+      const auto ms_int8 = ours(gpu::QkType::int8, gpu::PvType::e4m3, "ours int8-QK+e4m3-PV", n, causal, c_int8);
+      (void)ours(gpu::QkType::fp16, gpu::PvType::fp16, "ours fp16", n, causal, c_fp16);
+      const double flops = attention_flops(kBatch, kHeads, n, kDim, causal);
+      std::string c_sdpa[2], c_ratio[2];
+      std::optional<double> ratio[2];
+      const char* backends[2] = {"flash", "cudnn"};
+      for (int i = 0; i < 2; ++i) {
+        if (!sdpa) {
+          c_sdpa[i] = c_ratio[i] = "-";
+          continue;
+        }
+        const auto it = sdpa->rows.find(sdpa_key(kBatch, kHeads, n, kDim, causal, backends[i]));
+        if (it == sdpa->rows.end()) {
+          c_sdpa[i] = "not in --sdpa file";
+          c_ratio[i] = "-";
+        } else if (!it->second.ms) {
+          c_sdpa[i] = note(fmt::format("SDPA {} N={} causal={}: {}", backends[i], n, causal ? 1 : 0, it->second.error));
+          c_ratio[i] = "-";
+        } else {
+          c_sdpa[i] = fmt::format("{:.1f}", flops / (*it->second.ms * 1e-3) / 1e12);
+          if (ms_int8) {
+            ratio[i] = *it->second.ms / *ms_int8;
+            c_ratio[i] = fmt::format("{:.2f}", *ratio[i]);
+          } else {
+            c_ratio[i] = "-";
+          }
+        }
+      }
+      r.line(fmt::format("| {},{},{},{},{} | {} | {} | {} | {} | {} | {} |", kBatch, kHeads, n, kDim, causal ? "causal" : "full",
+                         c_int8, c_fp16, c_sdpa[0], c_sdpa[1], c_ratio[0], c_ratio[1]));
+      if (ratio[0])
+        verdicts.push_back(fmt::format("N={} {}: int8-QK+e4m3-PV / SDPA-flash = {:.2f} (target >= {:.1f}: {}); / SDPA-cuDNN = {}",
+                                       n, causal ? "causal" : "full", *ratio[0], kFlashTarget,
+                                       *ratio[0] >= kFlashTarget ? "met" : "NOT met",
+                                       ratio[1] ? fmt::format("{:.2f}", *ratio[1]) : std::string("n/a")));
+    }
+  }
+  r.line();
+  for (const auto& v : verdicts) r.line("- " + v);
+  if (!verdicts.empty()) r.line();
+
+  r.line(fmt::format("Decode: B={}, Hq={}, Hkv={}, N={}, d={}, one query token per sequence, split-K {}{}; median of {} launches. "
+                     "GB/s = (K codes and scales + V codes and scales + Q + output bytes; split-K partials not counted) / time; "
+                     "copy = a 2 GiB device-to-device copy in the same run, read + write counted.",
+                     kDecodeBatch, kDecodeQHeads, kDecodeKvHeads, kDecodeTokens, kDecodeDim, o.split_k,
+                     split_default ? fmt::format(" (default: the smallest power of two with B*Hkv*split >= 4 x {} SMs)", sms)
+                                   : std::string(),
+                     o.reps));
+  r.line();
+  r.line(fmt::format("| V format | ms | GB/s | copy GB/s | ratio | target >= {:.2f} | MB read | split blocks (resident per SM) |", kDecodeTarget));
+  r.line("|---|---:|---:|---:|---:|---|---:|---:|");
+  for (const gpu::DecodeV v : kDecodeFormats) {
+    const char* name = gpu::decode_v_name(v);
+    try {
+      const gpu::DecodeBench b = gpu::bench_flash_decode(v, kDecodeBatch, kDecodeQHeads, kDecodeKvHeads, kDecodeTokens, kDecodeDim,
+                                                         o.split_k, o.reps);
+      const double ratio = b.gbytes_per_s / b.copy_gbytes_per_s;
+      r.line(fmt::format("| {} | {:.3f} | {:.0f} | {:.0f} | {:.2f} | {} | {:.1f} | {} ({}) |", name, b.ms, b.gbytes_per_s,
+                         b.copy_gbytes_per_s, ratio, ratio >= kDecodeTarget ? "met" : "NOT met", b.bytes / 1e6, b.blocks,
+                         b.blocks_per_sm));
+    } catch (const std::exception& e) {
+      ++failures;
+      r.line(fmt::format("| {} | {} | - | - | - | - | - | - |", name, note(fmt::format("decode {}: {}", name, e.what()))));
+    }
+  }
+  if (!notes.empty()) {
+    r.line();
+    for (std::size_t i = 0; i < notes.size(); ++i) r.line(fmt::format("[{}] {}", i + 1, notes[i]));
+  }
+  if (!o.out.empty()) {
+    write_atomic(o.out, r.text());
+    fmt::print("bench gpu: wrote {}\n", o.out);
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+#endif
+
+}  // namespace
+
+// `bench gpu`, registered on the `bench` command; returns the subcommand and sets its action.
+CLI::App* add_bench_gpu_subcommand(CLI::App& bench, Action& action) {
+  auto* cmd = bench.add_subcommand("gpu", "mma flash kernels vs PyTorch SDPA (flash, cuDNN), and decode bandwidth vs a device copy");
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--reps", o->reps, "Timed launches per kernel; the median is reported")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "Prefill context lengths N (B=1, H=32, d=128, causal and not)")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--sdpa", o->sdpa, "SDPA timings JSON written by scripts/bench_sdpa.py on this machine")->check(CLI::ExistingFile);
+  cmd->add_option("--out", o->out, "Also write the report (markdown) to this file");
+  cmd->add_option("--split-k", o->split_k, "Decode key splits (default: fill the SMs; the value used is printed)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--warps", o->warps, "mma kernels: warps per block (default: the kernel's tuning)")->check(CLI::NonNegativeNumber);
+  action = [o]() -> int {
+#if defined(QATTN_WITH_CUDA)
+    return run_bench_gpu(*o);
+#else
+    throw std::invalid_argument("bench gpu: this qattn was built without the CUDA kernels (the mma family is NVIDIA-only); "
+                                "configure with -DQATTN_GPU=CUDA");
+#endif
+  };
+  return cmd;
+}
+
+}  // namespace qattn::cli

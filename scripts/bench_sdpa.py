@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""PyTorch's scaled_dot_product_attention in bf16, flash and cuDNN backends, on the shapes of
+`qattn bench gpu` (B=1, H=32, d=128, N=4096 and 16384, causal and not); writes JSON that
+`qattn bench gpu --sdpa FILE` reads.
+
+    python3 scripts/bench_sdpa.py --out LOGS/sdpa.json [--reps 50] [--tokens 4096,16384]
+    python3 scripts/bench_sdpa.py --dry-run          # no GPU: lists the rows, checks the API on CPU
+
+Inputs: torch.randn in bf16, several input sets in turn so that L2 does not hold one set between
+launches. Timing: CUDA events around each launch, after warm-up; the median is reported.
+FLOPs: 4*N^2*d*B*H (QK^T and PV, 2 per multiply-add), halved when causal.
+A backend that cannot run a shape is recorded with ms/tflops null and the reason; the run goes on.
+Needs only torch.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+
+
+def flops(b, h, n, d, causal):
+    f = 4.0 * n * n * d * b * h
+    return f / 2 if causal else f
+
+
+def make_sets(b, h, n, d, sets, device, gen):
+    shape = (b, h, n, d)
+    return [tuple(torch.randn(shape, dtype=torch.bfloat16, device=device, generator=gen) for _ in range(3))
+            for _ in range(sets)]
+
+
+def run_backend(backend, inputs, causal, warmup, reps):
+    """Median milliseconds of `reps` launches (CUDA events around each), after `warmup` launches."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with sdpa_kernel(BACKENDS[backend]):
+                for i in range(warmup):
+                    q, k, v = inputs[i % len(inputs)]
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                torch.cuda.synchronize()
+                events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+                for i, (start, stop) in enumerate(events):
+                    q, k, v = inputs[i % len(inputs)]
+                    start.record()
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    stop.record()
+                torch.cuda.synchronize()
+        except RuntimeError as e:
+            reasons = [str(w.message) for w in caught]
+            return None, " | ".join([str(e).strip().splitlines()[0]] + reasons)
+    return statistics.median(s.elapsed_time(t) for s, t in events), None
+
+
+def dry_run(args, shapes):
+    print(f"dry run: torch {torch.__version__}, backends {list(BACKENDS)}, "
+          f"{len(shapes) * len(BACKENDS)} rows planned:")
+    for b, h, n, d, causal in shapes:
+        for backend in BACKENDS:
+            print(f"  B={b} H={h} N={n} d={d} causal={causal} backend={backend}  {flops(b, h, n, d, causal) / 1e12:.3f} TFLOP")
+    # The API on CPU, small shape: input sets, the math backend under sdpa_kernel, is_causal.
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    sets = make_sets(1, 2, 128, 128, args.sets, "cpu", gen)
+    with sdpa_kernel(SDPBackend.MATH):
+        for causal in (False, True):
+            q, k, v = sets[0]
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            assert out.shape == q.shape and out.dtype == torch.bfloat16 and torch.isfinite(out.float()).all()
+    print(f"dry run: {args.sets} input sets of bf16 randn built on CPU; math-backend SDPA ran (causal and not)")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", help="JSON file to write (atomically)")
+    ap.add_argument("--tokens", default="4096,16384", help="context lengths N, comma separated")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=50, help="timed launches per row; the median is reported")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--sets", type=int, default=4, help="input sets used in turn (L2 does not hold one)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dry-run", action="store_true", help="no GPU needed: list the rows, check the API on CPU")
+    args = ap.parse_args()
+    if args.reps < 1 or args.warmup < 0 or args.sets < 1:
+        ap.error("--reps >= 1, --warmup >= 0, --sets >= 1")
+    tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
+    shapes = [(args.batch, args.heads, n, args.head_dim, causal) for n in tokens for causal in (False, True)]
+    if args.dry_run:
+        return dry_run(args, shapes)
+    if not args.out:
+        ap.error("--out FILE is required (unless --dry-run)")
+    if not torch.cuda.is_available():
+        print("bench_sdpa: error: torch sees no CUDA device (torch.cuda.is_available() is False)", file=sys.stderr)
+        return 1
+
+    device = torch.cuda.get_device_name(0)
+    print(f"bench_sdpa: {device}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
+          f"cuDNN {torch.backends.cudnn.version()}; median of {args.reps} launches, {args.sets} input sets")
+    gen = torch.Generator(device="cuda").manual_seed(args.seed)
+    rows = []
+    for b, h, n, d, causal in shapes:
+        inputs = make_sets(b, h, n, d, args.sets, "cuda", gen)
+        for backend in BACKENDS:
+            ms, reason = run_backend(backend, inputs, causal, args.warmup, args.reps)
+            tflops = None if ms is None else flops(b, h, n, d, causal) / (ms * 1e-3) / 1e12
+            rows.append({"B": b, "H": h, "N": n, "d": d, "causal": causal, "backend": backend,
+                         "ms": ms, "tflops": tflops, "error": reason})
+            shape = f"B={b} H={h} N={n:<6} d={d} causal={int(causal)} {backend:<6}"
+            if ms is None:
+                print(f"  {shape}  unavailable: {reason}")
+            else:
+                print(f"  {shape}  {ms:9.3f} ms  {tflops:7.1f} TFLOP/s")
+        del inputs
+        torch.cuda.empty_cache()
+
+    doc = {"device": device, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+           "cudnn_version": torch.backends.cudnn.version(), "dtype": "bfloat16",
+           "flops": "4*N^2*d*B*H, halved when causal", "reps": args.reps, "warmup": args.warmup,
+           "input_sets": args.sets, "rows": rows}
+    tmp = f"{args.out}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, args.out)
+    print(f"bench_sdpa: wrote {len(rows)} rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+#pragma once
+// The GPU tests' one criterion: a kernel's output against the emulator's, on the same problem and
+// recipe, with every element written (outputs are poisoned with NaN before each launch).
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "kernels/emulate/emulator.hpp"
+#include "reference/attention.hpp"
+#include "reference/metrics.hpp"
+#include "tests/catch.hpp"
+
+namespace qattn::test {
+
+inline void check_against_emulator(const Problem& p, const Recipe& r, const std::vector<float>& got, const char* what) {
+  const ReferenceResult ref = reference_attention(p);
+  const EmulatorResult emu = emulate(p, r);
+  std::size_t unwritten = 0;
+  for (float x : got) unwritten += std::isfinite(x) ? 0 : 1;
+  INFO(what);
+  REQUIRE(got.size() == emu.out.data.size());
+  REQUIRE(unwritten == 0);
+  const std::vector<double> e(emu.out.data.begin(), emu.out.data.end()), g(got.begin(), got.end());
+  const double format_db = compare(ref.out.data, e).sqnr_db, kernel_db = compare(e, g).sqnr_db;
+  std::printf("%s: recipe vs float64 %.2f dB, kernel vs emulator %.2f dB\n", what, format_db, kernel_db);
+  // Kernel error well under format error: at least 30 dB below it (the criterion).
+  CHECK(kernel_db > format_db + 30);
+}
+
+}  // namespace qattn::test

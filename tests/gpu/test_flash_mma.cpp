@@ -1,0 +1,125 @@
+// The mma.sync flash family against the emulator (labelled gpu; run on the H200 machine). Random
+// inputs are fresh each run (the seed is printed); the shipped real dump is used too.
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "harness/io/dataset_file.hpp"
+#include "kernels/emulate/accumulator.hpp"
+#include "kernels/emulate/emulator.hpp"
+#include "kernels/gpu/dispatch.hpp"
+#include "tests/catch.hpp"
+#include "tests/gpu/emulator_check.hpp"
+#include "tests/reference/test_helpers.hpp"
+
+using namespace qattn;
+
+namespace {
+
+// QK^T in int8 (per-token scales) or fp16; P and V in e4m3 (P x 448, V per-channel scales) or fp16.
+Recipe mma_recipe(gpu::QkType qk, gpu::PvType pv) {
+  Recipe r;
+  if (qk == gpu::QkType::int8) {
+    r.q.unit_scale = r.k.unit_scale = false;
+    r.q.spec.format = r.k.spec.format = FormatId::int8;
+    r.q.spec.granularity = r.k.spec.granularity = Granularity::token;
+    r.qk_acc.kind = Accumulator::Kind::exact;
+  } else {
+    r.q.spec.format = r.k.spec.format = FormatId::fp16;
+    r.qk_acc.kind = Accumulator::Kind::fp32;
+  }
+  if (pv == gpu::PvType::e4m3) {
+    r.p.unit_scale = false;
+    r.p.spec.format = FormatId::e4m3;
+    r.p.spec.rule = ScaleRule::static_multiplier;
+    r.p.spec.multiplier = 448;
+    r.v.unit_scale = false;
+    r.v.spec.format = FormatId::e4m3;
+    r.v.spec.granularity = Granularity::channel;
+    r.pv_acc = hopper_e4m3_mma_accumulator();
+  } else {
+    r.p.spec.format = r.v.spec.format = FormatId::fp16;
+    r.pv_acc.kind = Accumulator::Kind::fp32;
+  }
+  r.tiles.block_k = gpu::kMmaKeyTile;
+  return r;
+}
+
+const char* name(gpu::QkType qk, gpu::PvType pv) {
+  if (qk == gpu::QkType::int8) return pv == gpu::PvType::e4m3 ? "int8 QK + e4m3 PV" : "int8 QK + fp16 PV";
+  return pv == gpu::PvType::e4m3 ? "fp16 QK + e4m3 PV" : "fp16 QK + fp16 PV";
+}
+
+void check(const Problem& p, const Recipe& r, const std::string& what, const gpu::MmaTuning& tuning = {}) {
+  REQUIRE(gpu::mma_not_covered(p, r).empty());
+  test::check_against_emulator(p, r, gpu::flash_mma(gpu::make_mma_inputs(p, r), tuning), what.c_str());
+}
+
+}  // namespace
+
+TEST_CASE("mma kernel: int8 logits equal the emulator's bit for bit", "[gpu][mma]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  for (int d : {64, 128, 256}) {
+    Problem p = test::random_problem(4, 2, 100, d, seed + d);
+    for (float& x : p.q.data) x *= 3.0f;
+    const Recipe r = mma_recipe(gpu::QkType::int8, gpu::PvType::e4m3);
+    const gpu::MmaInputs in = gpu::make_mma_inputs(p, r);
+    for (int h = 0; h < 4; ++h) {
+      const std::vector<std::int32_t> got = gpu::mma_logits(in, h);
+      for (int i = 0; i < 16; ++i)
+        for (int j = 0; j < gpu::kMmaKeyTile; ++j) REQUIRE(got[i * gpu::kMmaKeyTile + j] == integer_logits(p, r, h, i, j)[0]);
+    }
+  }
+}
+
+TEST_CASE("mma kernel vs emulator: every QK/PV pair, head dims, ragged N, causal, window, GQA", "[gpu][mma]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  for (gpu::QkType qk : {gpu::QkType::int8, gpu::QkType::fp16})
+    for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16})
+      for (int d : {64, 128, 256}) {
+        Problem p = test::random_problem(4, 2, 1000, d, seed + d);  // 1000: not a multiple of the tiles
+        for (float& x : p.q.data) x *= 2.0f;
+        const Recipe r = mma_recipe(qk, pv);
+        const std::string what = std::string(name(qk, pv)) + " d=" + std::to_string(d);
+        p.causal = true;
+        check(p, r, what + " causal");
+        p.causal = false;
+        p.window = 200;
+        p.rows = RowSelection::sample_of(300, seed);
+        check(p, r, what + " window 200, 8 warps", gpu::MmaTuning{8});
+      }
+}
+
+TEST_CASE("mma kernel vs emulator on the shipped real dump", "[gpu][mma]") {
+  const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
+  SliceRequest req;
+  req.tokens = 2048;
+  for (const char* layer : {"0", "15", "29"}) {
+    const LayerSlice s = load_layer(info, layer, req);
+    check(s.problem, mma_recipe(gpu::QkType::int8, gpu::PvType::e4m3), std::string("layer ") + layer + " int8 QK + e4m3 PV");
+    check(s.problem, mma_recipe(gpu::QkType::fp16, gpu::PvType::fp16), std::string("layer ") + layer + " fp16");
+  }
+}
+
+TEST_CASE("mma kernel: tuning changes no bit", "[gpu][mma]") {
+  Problem p = test::random_problem(4, 1, 700, 128, 11);
+  p.causal = true;
+  for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16}) {
+    const gpu::MmaInputs in = gpu::make_mma_inputs(p, mma_recipe(gpu::QkType::int8, pv));
+    CHECK(gpu::flash_mma(in, gpu::MmaTuning{4}) == gpu::flash_mma(in, gpu::MmaTuning{8}));
+  }
+}
+
+TEST_CASE("gpu backend: the mma family runs its recipes, dot4 the rest, with the kernel named", "[gpu][mma]") {
+  Problem p = test::random_problem(2, 1, 200, 64, 3);
+  const gpu::GpuResult mma = gpu::run(p, mma_recipe(gpu::QkType::int8, gpu::PvType::e4m3));
+  CHECK(mma.kernel == gpu::kMmaKernelName);
+  Recipe fp32_pv = mma_recipe(gpu::QkType::int8, gpu::PvType::e4m3);
+  fp32_pv.v.unit_scale = true;
+  fp32_pv.v.spec.format = FormatId::fp32;
+  fp32_pv.pv_acc = Accumulator{};
+  CHECK_FALSE(gpu::mma_not_covered(p, fp32_pv).empty());
+  CHECK(gpu::run(p, fp32_pv).kernel == gpu::kDot4KernelName);
+}
