@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/emulate/accumulator.hpp"
 #include "kernels/formats/registry.hpp"
 
 namespace qattn {
@@ -86,13 +87,15 @@ std::string acc_to_string(const Accumulator& a) {
       return "mma(chunk=" + std::to_string(a.chunk) + ",align=" + std::to_string(a.align_bits) + ",chunk_bits=" +
              std::to_string(a.chunk_mantissa_bits) + ",chunk_round=" + enum_name(a.chunk_rounding, kRounding) +
              ",acc_bits=" + std::to_string(a.acc_mantissa_bits) + ",add_round=" + enum_name(a.add_rounding, kRounding) +
-             ",flush=" + std::to_string(a.flush_every) + ")";
+             ",flush=" + std::to_string(a.flush_every) + (a.fused ? ",fused=1" : "") + ")";
   }
   return "?";
 }
 
 Accumulator acc_from_string(const std::string& s, const std::string& what) {
   Accumulator a;
+  if (s == "h200_hmma") return h200_hmma_accumulator();  // measured presets (kernels/emulate/accumulator.hpp)
+  if (s == "h200_e4m3_mma") return h200_e4m3_mma_accumulator();
   if (s == "exact") a.kind = Accumulator::Kind::exact;
   else if (s == "fp32") a.kind = Accumulator::Kind::fp32;
   else if (s == "fp16") a.kind = Accumulator::Kind::fp16;
@@ -109,10 +112,12 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
       else if (k == "acc_bits") a.acc_mantissa_bits = parse_int(v, w);
       else if (k == "add_round") a.add_rounding = parse_enum(v, w, kRounding);
       else if (k == "flush") a.flush_every = parse_int(v, w);
-      else bad(what, "unknown mma key '" + k + "'; expected chunk, align, chunk_bits, chunk_round, acc_bits, add_round, flush");
+      else if (k == "fused") a.fused = parse_enum(v, w, kBool);
+      else bad(what, "unknown mma key '" + k + "'; expected chunk, align, chunk_bits, chunk_round, acc_bits, add_round, flush, fused");
     }
   } else {
-    bad(what, "'" + s + "': expected exact, fp32, fp16 or mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..)");
+    bad(what, "'" + s + "': expected exact, fp32, fp16, h200_hmma, h200_e4m3_mma or "
+              "mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..,fused=0|1)");
   }
   return a;
 }

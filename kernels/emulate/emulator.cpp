@@ -206,12 +206,22 @@ int int_dot(const std::int16_t* a, const std::int16_t* b, int n) {
   return s;
 }
 
+// Each product's exponent from its factors, as a fused MMA adder aligns them: a[c] * b[c * b_stride],
+// E = ilogb a + ilogb b + 1 (|a b| < 2^(E + 1)); 0 for zero products (which never set the max).
+void factor_exponents(const float* a, const float* b, int b_stride, int n, std::vector<int>& exps) {
+  exps.resize(static_cast<std::size_t>(n));
+  for (int c = 0; c < n; ++c) {
+    const float x = a[c], y = b[static_cast<std::size_t>(c) * b_stride];
+    exps[static_cast<std::size_t>(c)] = x == 0 || y == 0 ? 0 : std::ilogb(x) + std::ilogb(y) + 1;
+  }
+}
+
 // Raw score q_i . k_j (before the softmax scale) as the kernel forms it.
 class Scorer {
  public:
   Scorer(const Problem& p, const Recipe& r, const Prepared& pr) : p_(p), r_(r), pr_(pr), acc_(r.qk_acc) {}
 
-  float score(int h, int kh, int i, int j, std::vector<double>& terms) const {
+  float score(int h, int kh, int i, int j, std::vector<double>& terms, std::vector<int>& exps) const {
     const int d = p_.q.dim;
     float s;
     if (pr_.q.integer) {
@@ -231,7 +241,12 @@ class Scorer {
       const float* b = pr_.k.values.row(kh, j);
       terms.resize(d);
       for (int c = 0; c < d; ++c) terms[c] = static_cast<double>(a[c]) * b[c];
-      s = acc_.add(0.0f, terms);
+      if (r_.qk_acc.fused) {
+        factor_exponents(a, b, 1, d, exps);
+        s = acc_.add(0.0f, terms, exps);
+      } else {
+        s = acc_.add(0.0f, terms);
+      }
     }
     if (r_.q_smoothing) {
       const int br = r_.tiles.block_q, tiles = (p_.q.tokens + br - 1) / br;
@@ -337,7 +352,7 @@ class RowEmulator {
     const bool all_visible = p_.visible(row.i, j0) && p_.visible(row.i, j1 - 1);
     for (int jj = 0; jj < w; ++jj) {
       const int j = j0 + jj;
-      s_[jj] = all_visible || p_.visible(row.i, j) ? scorer_.score(row.h, kh, row.i, j, terms_) * c_ : kNegInf;
+      s_[jj] = all_visible || p_.visible(row.i, j) ? scorer_.score(row.h, kh, row.i, j, terms_, exps_) * c_ : kNegInf;
       tile_max = std::max(tile_max, s_[jj]);
     }
     float m_new = std::max(sp.m, tile_max);
@@ -422,7 +437,12 @@ class RowEmulator {
         terms_.resize(w);
         for (int cc = 0; cc < d; ++cc) {
           for (int jj = 0; jj < w; ++jj) terms_[jj] = static_cast<double>(pq_[jj]) * vv(kh, j0 + jj, cc);
-          o[cc] = pv_.add(o[cc], terms_);
+          if (r_.pv_acc.fused) {
+            factor_exponents(pq_.data(), vv.row(kh, j0) + cc, d, w, exps_);
+            o[cc] = pv_.add(o[cc], terms_, exps_);
+          } else {
+            o[cc] = pv_.add(o[cc], terms_);
+          }
         }
     }
     sp.m = m_new;
@@ -470,6 +490,7 @@ class RowEmulator {
   float p_mult_, c_;
   std::optional<NonNegativeRounder> rounder_;
   std::vector<double> terms_;
+  std::vector<int> exps_;
   std::vector<float> s_, pq_;
 };
 

@@ -81,7 +81,7 @@ bool rounded_to(const OperandQuant& o, FormatId f) { return o.unit_scale && o.sp
 bool same_accumulator(const Accumulator& a, const Accumulator& b) {
   return a.kind == b.kind && a.chunk == b.chunk && a.align_bits == b.align_bits && a.chunk_mantissa_bits == b.chunk_mantissa_bits &&
          a.chunk_rounding == b.chunk_rounding && a.acc_mantissa_bits == b.acc_mantissa_bits && a.add_rounding == b.add_rounding &&
-         a.flush_every == b.flush_every;
+         a.flush_every == b.flush_every && a.fused == b.fused;
 }
 
 }  // namespace
@@ -96,8 +96,8 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
   const bool qk_fp16 = rounded_to(r.q, FormatId::fp16) && rounded_to(r.k, FormatId::fp16);
   if (!qk_int8 && !qk_fp16) return "QK^T: the mma kernel takes int8 Q and K with tensor, head or token fp32 scales, or Q and K rounded to fp16";
   if (qk_int8 && r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T in int8 accumulates exactly (int32)";
-  if (qk_fp16 && r.qk_acc.kind != Accumulator::Kind::fp32 && r.qk_acc.kind != Accumulator::Kind::exact) {
-    return "QK^T in fp16 accumulates in fp32";
+  if (qk_fp16 && !same_accumulator(r.qk_acc, h200_hmma_accumulator())) {
+    return "QK^T in fp16 accumulates as the H200's HMMA does: qk_acc must be h200_hmma";
   }
   if (r.k_smoothing != KSmoothing::none || r.q_smoothing || r.v_smoothing || r.rotation != Rotation::none) {
     return "smoothing and rotation run in preparation kernels that are not written yet";
@@ -113,13 +113,13 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
                        (vg == Granularity::tensor || vg == Granularity::head || vg == Granularity::channel) &&
                        r.v.spec.scale_format == FormatId::fp32);
   if (p_e4m3 && v_e4m3) {
-    if (!same_accumulator(r.pv_acc, hopper_e4m3_mma_accumulator())) {
-      return "PV in e4m3 accumulates as the H200's matrix unit does: pv_acc must be the measured model (hopper_e4m3_mma_accumulator)";
+    if (!same_accumulator(r.pv_acc, h200_e4m3_mma_accumulator())) {
+      return "PV in e4m3 accumulates as the H200's mma.sync does: pv_acc must be h200_e4m3_mma";
     }
     return "";
   }
   if (rounded_to(r.p, FormatId::fp16) && rounded_to(r.v, FormatId::fp16)) {
-    if (r.pv_acc.kind != Accumulator::Kind::fp32) return "PV in fp16 accumulates in fp32";
+    if (!same_accumulator(r.pv_acc, h200_hmma_accumulator())) return "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma";
     return "";
   }
   return "PV: the mma kernel takes e4m3 P (static multiplier) with e4m3 V (rounded, or tensor/head/channel fp32 scales), or fp16 P and V";
@@ -129,9 +129,11 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
 std::string not_covered(const Problem& p, const Recipe& r) {
   const std::string mma = mma_not_covered(p, r);
   if (mma.empty()) return "";
+  const std::string decode = decode_not_covered(p, r);
+  if (decode.empty()) return "";
   const std::string dot4 = dot4_not_covered(p, r);
   if (dot4.empty()) return "";
-  return "flash_mma: " + mma + "; flash_dot4: " + dot4;
+  return std::string(kMmaKernelName) + ": " + mma + "; " + kDecodeKernelName + ": " + decode + "; " + kDot4KernelName + ": " + dot4;
 }
 
 MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
@@ -198,6 +200,11 @@ GpuResult run(const Problem& p, const Recipe& r) {
     return res;
   }
 #endif
+  if (decode_not_covered(p, r).empty()) {
+    res.out.data = flash_decode(make_decode_inputs(p, r));  // one row per head: [Hq][1][d]
+    res.kernel = kDecodeKernelName;
+    return res;
+  }
   res.out.data = flash_dot4(make_inputs(p, r));
   res.kernel = kDot4KernelName;
   return res;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/formats/tensor.hpp"
+#include "kernels/gpu/flash_decode.hpp"
 #include "kernels/gpu/flash_dot4.hpp"
 #include "kernels/gpu/flash_mma.hpp"
 #include "kernels/problem/problem.hpp"
@@ -13,6 +14,7 @@ namespace qattn::gpu {
 
 inline constexpr const char* kDot4KernelName = "flash_dot4";
 inline constexpr const char* kMmaKernelName = "flash_mma";
+inline constexpr const char* kDecodeKernelName = "flash_decode";
 
 // Why the mma family does not take the recipe ("" when it does). Built only with CUDA.
 std::string mma_not_covered(const Problem& p, const Recipe& r);
@@ -30,7 +32,7 @@ struct GpuResult {
   TensorF out;         // [Hq, rows, d]
   std::string kernel;  // the family that ran
 };
-// Runs a covered recipe on the first family that covers it (mma before dot4).
+// Runs a covered recipe on the first family that covers it: mma, then decode, then dot4.
 GpuResult run(const Problem& p, const Recipe& r);
 
 }  // namespace qattn::gpu

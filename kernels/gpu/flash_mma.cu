@@ -252,12 +252,12 @@ __global__ void __launch_bounds__(WARPS * 32) flash_mma_kernel(Params p) {
           pq[1] = back.y;
         }
         ps[r] += p.denominator_quantized ? pq[0] + pq[1] : pf[0] + pf[1];
-        // Key group nt feeds PV chunk nt / kTilesPerPvChunk; within it, fragment word
-        // r + 2 * (group / 2) (e4m3: two groups share a word, mma_key_order) or r + 2 * group (fp16).
+        // Key group nt feeds PV chunk nt / kTilesPerPvChunk. e4m3: groups t = 0..3 of a chunk pack
+        // into word r + 2 (t % 2), low half for t < 2 (mma_key_order); fp16: word r + 2 t.
         const int kc = nt / kTilesPerPvChunk, local = nt % kTilesPerPvChunk;
         if constexpr (PV == PvType::e4m3) {
-          const int word = r + 2 * (local / 2);
-          if (local % 2 == 0) {
+          const int word = r + 2 * (local % 2);
+          if (local < 2) {
             pa[kc][word] = packed;
           } else {
             pa[kc][word] |= packed << 16;

@@ -23,9 +23,12 @@ inline constexpr int kMmaKeyTile = 64;  // Bc of the mma family; a covered recip
 
 // Position within a group of 32 keys at which key k (0..31) is stored for 8-bit V.
 constexpr int mma_key_order(int k) {
-  // Lane quad q holds keys 8t + 2q + {0,1} of S (t = 0..3); the e4m3 A operand wants logical
-  // columns 4q + {0..3} and 16 + 4q + {0..3}. So key 8t + 2q + e sits at 16 (t / 2) + 4q + 2 (t % 2) + e.
-  return 16 * ((k / 8) / 2) + 4 * ((k % 8) / 2) + 2 * ((k / 8) % 2) + (k % 2);
+  // Lane quad q holds keys 8t + 2q + {0,1} of S (t = 0..3). The e4m3 A operand's word 0 holds
+  // logical columns 4q + {0..3}, word 2 columns 16 + 4q + {0..3}; on sm_90 the instruction runs as
+  // two HMMAs over the columns with c % 4 in {0,1}, then {2,3}. Placing key 8t + 2q + e at
+  // 16 (t % 2) + 4q + 2 (t / 2) + e sends keys 0-15 to the first HMMA and 16-31 to the second, so
+  // the products enter the accumulator in key halves, as the emulator's model feeds them.
+  return 16 * ((k / 8) % 2) + 4 * ((k % 8) / 2) + 2 * ((k / 8) / 2) + (k % 2);
 }
 
 struct MmaInputs {

@@ -31,6 +31,10 @@ void check_acc(const Accumulator& a, const char* name) {
   const std::string n = name;
   if (a.chunk <= 0) bad(n + ".chunk", "must be positive (16 or 32 on real MMA units)");
   if (a.align_bits < 2 || a.align_bits > 60) bad(n + ".align_bits", "expected 2..60");
+  // A fused chunk sums up to 257 aligned values below 2^(align_bits + 1) each: exact in a double
+  // while align_bits + 10 <= 53; 40 leaves room.
+  if (a.fused && a.align_bits > 40) bad(n + ".align_bits", "expected 2..40 for a fused accumulator");
+  if (a.fused && a.chunk > 256) bad(n + ".chunk", "expected <= 256 for a fused accumulator");
   if (a.chunk_mantissa_bits < 1 || a.chunk_mantissa_bits > 52) bad(n + ".chunk_mantissa_bits", "expected 1..52");
   if (a.acc_mantissa_bits < 1 || a.acc_mantissa_bits > 23) bad(n + ".acc_mantissa_bits", "expected 1..23 (an fp32 register holds at most 23)");
   if (a.flush_every < 0) bad(n + ".flush_every", "must be >= 0 (0 = single level)");

@@ -58,6 +58,9 @@ struct Accumulator {
   int acc_mantissa_bits = 23;
   Rounding add_rounding = Rounding::nearest_even;
   int flush_every = 0;            // two-level: add the low-precision partial into fp32 every n chunks (0 = never)
+  bool fused = false;             // the running partial is aligned together with each chunk's products (one
+                                  // adder per chunk, as a chain of HMMAs); a product's exponent is its factors'
+                                  // (floor log2 a + floor log2 b + 1); the chunk sum is kept to chunk_mantissa_bits
 };
 
 struct Tiles {

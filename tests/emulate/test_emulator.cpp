@@ -284,6 +284,29 @@ TEST_CASE("accumulator models on hand-worked cases", "[emulate][accumulator]") {
   CHECK(add(fp16, 0, {2048.0, 1.0}) == 2048.0f);  // ulp(2048) in fp16 is 2: 2049 ties to even 2048
 }
 
+TEST_CASE("fused accumulator (the H200's HMMA): C aligned with the products, truncated, factor exponents", "[emulate]") {
+  const AccumulatorModel hmma(h200_hmma_accumulator());
+  // C = 1 and a product of 0.75 ulp(1): aligned to 2^-25 it is kept, but the 23-bit cut truncates.
+  CHECK(hmma.add(1.0f, std::vector<double>{0x1.8p-24}) == 1.0f);
+  CHECK(hmma.add(-1.0f, std::vector<double>{-0x1.8p-24}) == -1.0f);  // toward zero, not floor
+  // C below the product: aligned first (-2.9375 quanta to -2), so 1 - 2^-24 survives the cut.
+  CHECK(hmma.add(-0x1.78p-24f, std::vector<double>{1.0}) == 1.0f - 0x1p-24f);
+  Accumulator fp32;
+  fp32.kind = Accumulator::Kind::fp32;
+  CHECK(AccumulatorModel(fp32).add(1.0f, std::vector<double>{0x1.8p-24}) == 1.0f + 0x1p-23f);  // fp32 rounds up
+  // 1.5 x 1.5 = 2.25: its exponent from the factors is 1 (quantum 2^-25), from the product 2 (2^-24).
+  std::vector<double> terms{2.25};
+  terms.resize(9, 0x1p-25);
+  const std::vector<int> fac{1, -24, -24, -24, -24, -24, -24, -24, -24};
+  CHECK(hmma.add(0.0f, terms, fac) == 2.25f + 0x1p-22f);  // eight 2^-25 kept: + 2^-22, representable
+  CHECK(hmma.add(0.0f, terms) == 2.25f);                  // product exponent: each 2^-25 truncated away
+  // The e4m3 mma: two chained chunks of 16 from zero, then one fp32 add of C (nearest even).
+  const AccumulatorModel e4m3(h200_e4m3_mma_accumulator());
+  std::vector<double> two_chunks(32, 0.0);
+  two_chunks[0] = 0x1.8p-24;
+  CHECK(e4m3.add(1.0f, two_chunks) == 1.0f + 0x1p-23f);  // the 0.75 ulp reaches C whole: fp32 rounds up
+}
+
 TEST_CASE("lazy rescale lets P exceed 1 and e4m3 at 448 saturates; the error grows with N", "[emulate]") {
   // Random keys, one query direction: the running max of a causal row creeps up as keys arrive,
   // by less than tau per tile, so P reaches up to 2^tau and P * 448 saturates e4m3. Longer rows

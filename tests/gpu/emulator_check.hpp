@@ -22,7 +22,10 @@ inline void check_against_emulator(const Problem& p, const Recipe& r, const std:
   REQUIRE(unwritten == 0);
   const std::vector<double> e(emu.out.data.begin(), emu.out.data.end()), g(got.begin(), got.end());
   const double format_db = compare(ref.out.data, e).sqnr_db, kernel_db = compare(e, g).sqnr_db;
-  std::printf("%s: recipe vs float64 %.2f dB, kernel vs emulator %.2f dB\n", what, format_db, kernel_db);
+  std::size_t equal = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) equal += got[i] == emu.out.data[i] ? 1 : 0;
+  std::printf("%s: recipe vs float64 %.2f dB, kernel vs emulator %.2f dB, bit-equal %zu/%zu\n", what, format_db, kernel_db, equal,
+              got.size());
   // Kernel error well under format error: at least 30 dB below it (the criterion).
   CHECK(kernel_db > format_db + 30);
 }

@@ -26,7 +26,7 @@ Recipe mma_recipe(gpu::QkType qk, gpu::PvType pv) {
     r.qk_acc.kind = Accumulator::Kind::exact;
   } else {
     r.q.spec.format = r.k.spec.format = FormatId::fp16;
-    r.qk_acc.kind = Accumulator::Kind::fp32;
+    r.qk_acc = h200_hmma_accumulator();
   }
   if (pv == gpu::PvType::e4m3) {
     r.p.unit_scale = false;
@@ -36,10 +36,10 @@ Recipe mma_recipe(gpu::QkType qk, gpu::PvType pv) {
     r.v.unit_scale = false;
     r.v.spec.format = FormatId::e4m3;
     r.v.spec.granularity = Granularity::channel;
-    r.pv_acc = hopper_e4m3_mma_accumulator();
+    r.pv_acc = h200_e4m3_mma_accumulator();
   } else {
     r.p.spec.format = r.v.spec.format = FormatId::fp16;
-    r.pv_acc.kind = Accumulator::Kind::fp32;
+    r.pv_acc = h200_hmma_accumulator();
   }
   r.tiles.block_k = gpu::kMmaKeyTile;
   return r;
@@ -90,6 +90,18 @@ TEST_CASE("mma kernel vs emulator: every QK/PV pair, head dims, ragged N, causal
         p.rows = RowSelection::sample_of(300, seed);
         check(p, r, what + " window 200, 8 warps", gpu::MmaTuning{8});
       }
+}
+
+TEST_CASE("mma kernel vs emulator: e4m3 V without scales, where the emulator's model is the kernel's", "[gpu][mma]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Problem p = test::random_problem(4, 2, 1000, 128, seed);
+  p.causal = true;
+  Recipe r = mma_recipe(gpu::QkType::int8, gpu::PvType::e4m3);
+  r.v.unit_scale = true;  // V rounded to e4m3: the kernel multiplies the very values the emulator does
+  check(p, r, "int8 QK + e4m3 PV, V rounded to e4m3, d=128 causal");
+  r.denominator = Denominator::float_p;
+  check(p, r, "the same, denominator from P before rounding");
 }
 
 TEST_CASE("mma kernel vs emulator on the shipped real dump", "[gpu][mma]") {

@@ -1,7 +1,7 @@
 // The hardware's fp8 MMA accumulator, measured (labelled gpu; run on the H200 machine): one e4m3
 // mma.sync m16n8k32 per case on constructed and on random inputs, and which accumulator model
 // reproduces it bit for bit. Everything measured is printed; the lines after "RESULT" say which
-// parameters to set in hopper_e4m3_mma_accumulator() (kernels/emulate/accumulator.hpp).
+// parameters to set in h200_e4m3_mma_accumulator() (kernels/emulate/accumulator.hpp).
 // Run: build-gpu/tests/test_gpu "[mma-accumulator]" (a fresh seed each run; QATTN_MMA_SEED=<n> repeats
 // one). The model search runs on the CPU with OpenMP, screening ~200k candidates with early abort.
 //
@@ -188,11 +188,18 @@ float eval_e(const Dot& t, const ECand& c) {
   return static_cast<float>(partial);
 }
 
-// The authority: the emulator's own class, on the products in `order`.
+// The authority: the emulator's own class, on the products in `order` (fused models also get each
+// product's exponent from its factors, as the emulator passes them).
 float eval_e_model(const Dot& t, const ECand& c) {
   std::array<double, K> terms{};
+  std::array<int, K> exps{};
   const std::array<int, K>& ord = order_of(c.order);
-  for (int i = 0; i < K; ++i) terms[static_cast<std::size_t>(i)] = t.p[static_cast<std::size_t>(ord[static_cast<std::size_t>(i)])];
+  for (int i = 0; i < K; ++i) {
+    const auto k = static_cast<std::size_t>(ord[static_cast<std::size_t>(i)]);
+    terms[static_cast<std::size_t>(i)] = t.p[k];
+    exps[static_cast<std::size_t>(i)] = t.e_fac[k];
+  }
+  if (c.acc.fused) return AccumulatorModel(c.acc).add(t.c, std::span<const double>(terms), std::span<const int>(exps));
   return AccumulatorModel(c.acc).add(t.c, std::span<const double>(terms));
 }
 
@@ -863,15 +870,15 @@ TEST_CASE("e4m3 mma accumulator: layout sanity, probes, model search", "[gpu][mm
   const std::vector<std::size_t> v_perfect = perfect(vr, vg, [](const Dot& t, const VCand& c) { return eval_v(t, c); });
 
   // ---- (d) the preset ----
-  const Accumulator preset = hopper_e4m3_mma_accumulator();
+  const Accumulator preset = h200_e4m3_mma_accumulator();
   ECand pc;
-  pc.order = 0;  // the emulator feeds the products in k order
+  pc.order = 1;  // the instruction's own halves (k % 4 in {0,1}, then {2,3}); the flash kernel maps keys onto them
   pc.acc = preset;
   const long preset_bad = count_all(dots, pc, [](const Dot& t, const ECand& c) { return eval_e_model(t, c); });
   const long preset_probe_bad = count_all(probe_dots, pc, [](const Dot& t, const ECand& c) { return eval_e_model(t, c); });
 
   std::printf("\n=== RESULT (seed %llu, %s)\n", static_cast<unsigned long long>(seed), gpu::mma_probe_device().c_str());
-  std::printf("preset hopper_e4m3_mma_accumulator() = %s\n  matches %ld/%ld random, %ld/%ld probes\n", describe(pc).c_str(),
+  std::printf("preset h200_e4m3_mma_accumulator() = %s\n  matches %ld/%ld random, %ld/%ld probes\n", describe(pc).c_str(),
               total - preset_bad, total, total_probes - preset_probe_bad, total_probes);
   const auto print_perfect = [&](const char* fam, const std::vector<std::size_t>& ids, auto& grid) {
     std::printf("%s: %zu candidates reproduce every random and probe dot%s\n", fam, ids.size(), ids.empty() ? "" : ":");
@@ -903,7 +910,7 @@ TEST_CASE("e4m3 mma accumulator: layout sanity, probes, model search", "[gpu][mm
     }
   if (e_k_order) {
     const Accumulator& a = e_k_order->acc;
-    std::printf("TO SET in hopper_e4m3_mma_accumulator(): chunk = %d; align_bits = %d; chunk_mantissa_bits = %d;\n"
+    std::printf("TO SET in h200_e4m3_mma_accumulator(): chunk = %d; align_bits = %d; chunk_mantissa_bits = %d;\n"
                 "  chunk_rounding = Rounding::%s; acc_mantissa_bits = %d; add_rounding = Rounding::%s; flush_every = %d;\n",
                 a.chunk, a.align_bits, a.chunk_mantissa_bits, rounding_name(a.chunk_rounding), a.acc_mantissa_bits,
                 rounding_name(a.add_rounding), a.flush_every);

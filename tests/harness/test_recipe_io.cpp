@@ -44,6 +44,20 @@ TEST_CASE("one-line recipes parse to the fields they name", "[recipe]") {
   CHECK(r.rotation == Rotation::hadamard);
 }
 
+TEST_CASE("recipe text: measured accumulator presets and the fused flag round-trip", "[recipe]") {
+  const Recipe r = recipe_from_string("q=fp16 k=fp16 p=e4m3/static:448 v=e4m3 acc.qk=h200_hmma acc.pv=h200_e4m3_mma");
+  CHECK(r.qk_acc.fused);
+  CHECK(r.pv_acc.flush_every == 2);
+  CHECK(r.pv_acc.align_bits == 26);
+  const std::string text = to_string(r);
+  CHECK(text.find("fused=1") != std::string::npos);
+  const Recipe back = recipe_from_string(text);
+  CHECK(back.pv_acc.fused);
+  CHECK(back.pv_acc.chunk == 16);
+  CHECK(to_string(back) == text);
+  CHECK(has(parse_error("acc.pv=mma(chunk=16,fused=2)"), "fused"));
+}
+
 TEST_CASE("defaults: unquantized fp32 operands, fp32 accumulators, 64x64 tiles", "[recipe]") {
   const Recipe r = recipe_from_string("");
   CHECK(r.q.unit_scale);
