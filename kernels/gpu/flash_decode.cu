@@ -282,6 +282,7 @@ __global__ void __launch_bounds__(kMaxThreads, 4) decode_split_kernel(Params p) 
         row_sum = 0.0f;  // the emulator's order, key by key (lane 0's result is the one kept)
         for (int jj = 0; jj < bc; ++jj) row_sum += srow[jj];
       }
+      wave_sync();  // every lane has read M[g] and srow before lane 0 writes the row's state
       if (lane == 0) {
         L[g] = alpha * L[g] + row_sum;
         if (m_new != -INFINITY) M[g] = m_new;

@@ -313,22 +313,3 @@ TEST_CASE("decode: tuning changes no bit", "[gpu][decode]") {
     CHECK(a == e);
   }
 }
-
-TEST_CASE("decode bench: B=8, Hq=32, Hkv=8, N=32768, d=128 against the device copy", "[.][gpu][decode][bench]") {
-  // The target: at least 60% of the copy bandwidth. Splits are numerics (a recipe field), so
-  // several are measured; the best of them is checked.
-  std::printf("device: %s\n", gpu::device_name().c_str());
-  for (DecodeV v : {DecodeV::e4m3, DecodeV::q8_0, DecodeV::q4_0}) {
-    double best = 0;
-    for (int split : {8, 16, 32, 64, 128}) {
-      const gpu::DecodeBench b = gpu::bench_flash_decode(v, 8, 32, 8, 32768, 128, split, 50);
-      const double frac = b.gbytes_per_s / b.copy_gbytes_per_s;
-      best = std::max(best, frac);
-      std::printf("decode V %-4s split %3d: %8.4f ms, %7.1f GB/s (%.0f MB), copy %7.1f GB/s, %5.1f%% of copy; %d blocks, %d per SM, fused PV %s\n",
-                  gpu::decode_v_name(v), split, b.ms, b.gbytes_per_s, b.bytes / 1e6, b.copy_gbytes_per_s, 100 * frac, b.blocks, b.blocks_per_sm,
-                  b.fused_pv ? "yes" : "no");
-    }
-    INFO(gpu::decode_v_name(v));
-    CHECK(best >= 0.6);
-  }
-}
