@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/emulate/accumulator.hpp"
+#include "kernels/emulate/prepare_cpu.hpp"
 #include "kernels/emulate/qflash.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/value_table.hpp"
@@ -26,6 +27,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kLog2e = 1.44269504088896340736f;
 
 bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+}  // namespace
 
 // Orthonormal Hadamard transform of every row (d a power of two), in float64, rounded to fp32.
 void hadamard_rows(TensorF& t) {
@@ -97,6 +100,8 @@ std::vector<float> smooth_k(TensorF& k, const Recipe& r) {
   }
   return block_means;
 }
+
+namespace {
 
 // One operand after quantization: values as the matmul sees them.
 struct Operand {

@@ -99,7 +99,10 @@ __device__ inline void load_stage(const Params& p, std::uint8_t* stage, int kh, 
 }
 
 template <QkType QK, PvType PV, int D, int WARPS, bool LOGITS>
-__global__ void __launch_bounds__(WARPS * 32) flash_mma_kernel(Params p) {
+#ifndef QATTN_MMA_MIN_BLOCKS
+#define QATTN_MMA_MIN_BLOCKS 1  // TEMPORARY: occupancy experiment
+#endif
+__global__ void __launch_bounds__(WARPS * 32, QATTN_MMA_MIN_BLOCKS) flash_mma_kernel(Params p) {
   using G = Stage<QK, PV, D>;
   using Acc = typename QkTraits<QK>::Acc;
   constexpr int kBm = WARPS * 16;
@@ -167,16 +170,20 @@ __global__ void __launch_bounds__(WARPS * 32) flash_mma_kernel(Params p) {
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int u = 0; u < 4; ++u) acc[nt][u] = Acc(0);
+    // ldmatrix: lanes 8m..8m+7 address rows of matrix m = (key group nt + m / 2, k half m % 2).
+    const int lm = lane / 8, lr = lane % 8;
 #pragma unroll
     for (int kc = 0; kc < kQChunks; ++kc)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const std::uint8_t* kr = ks + (nt * 8 + g) * G::kKRow + kc * 32 + 4 * q4;
-        const std::uint32_t b[2] = {load_u32(kr), load_u32(kr + 16)};
+      for (int nt = 0; nt < 8; nt += 2) {
+        std::uint32_t b[4];
+        load_matrix_x4(b, ks + ((nt + lm / 2) * 8 + lr) * G::kKRow + kc * 32 + (lm % 2) * 16);
         if constexpr (QK == QkType::int8) {
           mma_i8_m16n8k32(acc[nt], qa[kc], b);
+          mma_i8_m16n8k32(acc[nt + 1], qa[kc], b + 2);
         } else {
           mma_f16_m16n8k16(acc[nt], qa[kc], b);
+          mma_f16_m16n8k16(acc[nt + 1], qa[kc], b + 2);
         }
       }
     if constexpr (LOGITS) {
@@ -269,22 +276,25 @@ __global__ void __launch_bounds__(WARPS * 32) flash_mma_kernel(Params p) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
 
-    // O += P V, one group of 8 channels at a time.
+    // O += P V, two groups of 8 channels at a time (ldmatrix: matrix m = channel group nc + m / 2).
 #pragma unroll
-    for (int nc = 0; nc < D / 8; ++nc) {
+    for (int nc = 0; nc < D / 8; ++nc)
 #pragma unroll
       for (int u = 0; u < 4; ++u) o[nc][u] *= alpha[u / 2];
 #pragma unroll
+    for (int nc = 0; nc < D / 8; nc += 2)
+#pragma unroll
       for (int kc = 0; kc < kPvChunks; ++kc) {
-        const std::uint8_t* vr = vs + (nc * 8 + g) * G::kVRow + kc * 32 + 4 * q4;
-        const std::uint32_t b[2] = {load_u32(vr), load_u32(vr + 16)};
+        std::uint32_t b[4];
+        load_matrix_x4(b, vs + ((nc + lm / 2) * 8 + lr) * G::kVRow + kc * 32 + (lm % 2) * 16);
         if constexpr (PV == PvType::e4m3) {
           mma_e4m3_m16n8k32(o[nc], pa[kc], b);
+          mma_e4m3_m16n8k32(o[nc + 1], pa[kc], b + 2);
         } else {
           mma_f16_m16n8k16(o[nc], pa[kc], b);
+          mma_f16_m16n8k16(o[nc + 1], pa[kc], b + 2);
         }
       }
-    }
     __syncthreads();  // the next iteration's prefetch overwrites this stage
   }
   if constexpr (!LOGITS) {  // the logits hook returned after its first tile

@@ -410,6 +410,14 @@ __device__ inline float2 unpack_f16x2(std::uint32_t h) {
   return make_float2(lo, hi);
 }
 
+// Four 8x8 matrices of 16-bit elements (8 rows of 16 bytes each) from shared memory: lanes 8m..8m+7
+// give the row addresses of matrix m; lane l receives word l % 4 of row l / 4 of each matrix in r[m]
+// (the B-operand layout of mma.sync for 16 bytes of k).
+__device__ inline void load_matrix_x4(std::uint32_t r[4], const void* row) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+
 // 16-byte global-to-shared copy that runs asynchronously (zero-filled when !valid), and its fences.
 __device__ inline void async_copy_16(void* shared, const void* global, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(shared));
