@@ -128,8 +128,8 @@ class AccumulatorModel {
 // the second continuing it over k % 4 in {2, 3}; each HMMA aligns its C together with its 16
 // products to the largest exponent keeping 26 bits (truncated), and cuts the sum to fp32's 23 bits
 // toward zero; C of the mma.sync is then added with one fp32 add (nearest even). The flash kernel
-// stores keys so that the two halves are keys 0-15 and 16-31 of each group of 32 (mma_key_order),
-// so products enter this model in key order.
+// issues these HMMAs itself over keys 0-15 and 16-31 of each group of 32, so products enter this
+// model in key order.
 inline Accumulator h200_hmma_accumulator() {
   Accumulator a;
   a.kind = Accumulator::Kind::mma;

@@ -2,11 +2,14 @@
 //   S = Q K^T            int8 m16n8k32 (int32, exact) or fp16 m16n8k16 (fp32)
 //   s = S (sq sk) c       fp32, in the emulator's order; masked keys are -inf
 //   m' = max(m, rowmax s); alpha = 2^(m - m'); P = round(2^(s - m') * multiplier)
-//   l = alpha l + rowsum P;  O = alpha O + P V   (e4m3 m16n8k32 or fp16 m16n8k16)
+//   l = alpha l + rowsum P;  O = alpha O + P V   (fp16 m16n8k16 HMMAs)
 //   out = O vscale / l
-// O is the matrix unit's C operand across tiles. On sm_90 the e4m3 mma.sync runs as two fp16 HMMAs
-// from zero whose sum joins C in one fp32 add (tests/gpu/test_mma_accumulator.cpp measures it), so
-// a separate fp32 O would change nothing there; the recipe's pv_acc names that model.
+// e4m3 P and V are computed as the H200 computes an e4m3 mma.sync (measured by
+// tests/gpu/test_mma_accumulator.cpp): two fp16 HMMAs over 16 keys each, the first from zero, the
+// second continuing it, then one fp32 add into O (model h200_e4m3_mma). The kernel issues those HMMAs
+// itself: P's e4m3 values and V's (widened to fp16 once, in memory; every e4m3 value is an fp16
+// value) go in unchanged, and no warp converts V again. fp16 P and V accumulate straight into O
+// (model h200_hmma).
 // Tuning (warps per block) is separate from numerics: every row's arithmetic is the same whatever
 // its block (a test proves it).
 #include <algorithm>
@@ -43,8 +46,8 @@ template <PvType T>
 struct PvTraits;
 template <>
 struct PvTraits<PvType::e4m3> {
-  static constexpr int kBytes = 1;
-  static constexpr int kKeysPerMma = 32;
+  static constexpr int kBytes = 2;  // e4m3 values widened to fp16
+  static constexpr int kKeysPerMma = 16;
 };
 template <>
 struct PvTraits<PvType::fp16> {
@@ -98,11 +101,15 @@ __device__ inline void load_stage(const Params& p, std::uint8_t* stage, int kh, 
   }
 }
 
+// Blocks per SM the register budget must allow (a tuning choice: it never changes a result). The
+// compiler's free choice left 2 blocks of 4 warps per SM; asking for 3 (168 registers, a few
+// spilled) made int8 QK^T at d = 128 7-12% faster on the H200, while fp16 QK^T ran slower; d = 256
+// and 8-warp blocks would spill heavily.
+template <QkType QK, int D, int WARPS>
+inline constexpr int kMinBlocksPerSm = QK == QkType::int8 && D <= 128 && WARPS == 4 ? 3 : 1;
+
 template <QkType QK, PvType PV, int D, int WARPS, bool LOGITS>
-#ifndef QATTN_MMA_MIN_BLOCKS
-#define QATTN_MMA_MIN_BLOCKS 1  // TEMPORARY: occupancy experiment
-#endif
-__global__ void __launch_bounds__(WARPS * 32, QATTN_MMA_MIN_BLOCKS) flash_mma_kernel(Params p) {
+__global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) flash_mma_kernel(Params p) {
   using G = Stage<QK, PV, D>;
   using Acc = typename QkTraits<QK>::Acc;
   constexpr int kBm = WARPS * 16;
@@ -245,13 +252,12 @@ __global__ void __launch_bounds__(WARPS * 32, QATTN_MMA_MIN_BLOCKS) flash_mma_ke
           const float x = s[nt][2 * r + e];
           pf[e] = x == -INFINITY ? 0.0f : exp2f(x - m[r]);
         }
-        std::uint32_t packed;
+        std::uint32_t packed;  // P as two fp16 (e4m3 values are fp16 values)
         if constexpr (PV == PvType::e4m3) {
-          const std::uint16_t b = pack_e4m3x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
-          const float2 back = unpack_e4m3x2(b);
+          packed = widen_e4m3x2(pack_e4m3x2(pf[0] * p.p_mult, pf[1] * p.p_mult));
+          const float2 back = unpack_f16x2(packed);
           pq[0] = back.x;
           pq[1] = back.y;
-          packed = b;
         } else {
           packed = pack_f16x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
           const float2 back = unpack_f16x2(packed);
@@ -259,19 +265,8 @@ __global__ void __launch_bounds__(WARPS * 32, QATTN_MMA_MIN_BLOCKS) flash_mma_ke
           pq[1] = back.y;
         }
         ps[r] += p.denominator_quantized ? pq[0] + pq[1] : pf[0] + pf[1];
-        // Key group nt feeds PV chunk nt / kTilesPerPvChunk. e4m3: groups t = 0..3 of a chunk pack
-        // into word r + 2 (t % 2), low half for t < 2 (mma_key_order); fp16: word r + 2 t.
-        const int kc = nt / kTilesPerPvChunk, local = nt % kTilesPerPvChunk;
-        if constexpr (PV == PvType::e4m3) {
-          const int word = r + 2 * (local % 2);
-          if (local < 2) {
-            pa[kc][word] = packed;
-          } else {
-            pa[kc][word] |= packed << 16;
-          }
-        } else {
-          pa[kc][r + 2 * local] = packed;
-        }
+        // Key group nt (8 keys) is half of the A fragment of 16-key chunk nt / 2: word r + 2 (nt % 2).
+        pa[nt / kTilesPerPvChunk][r + 2 * (nt % kTilesPerPvChunk)] = packed;
       }
 #pragma unroll
     for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
@@ -284,15 +279,27 @@ __global__ void __launch_bounds__(WARPS * 32, QATTN_MMA_MIN_BLOCKS) flash_mma_ke
 #pragma unroll
     for (int nc = 0; nc < D / 8; nc += 2)
 #pragma unroll
-      for (int kc = 0; kc < kPvChunks; ++kc) {
-        std::uint32_t b[4];
-        load_matrix_x4(b, vs + ((nc + lm / 2) * 8 + lr) * G::kVRow + kc * 32 + (lm % 2) * 16);
+      for (int kc = 0; kc < kPvChunks; kc += 2) {
+        std::uint32_t b0[4], b1[4];
+        load_matrix_x4(b0, vs + ((nc + lm / 2) * 8 + lr) * G::kVRow + kc * 32 + (lm % 2) * 16);
+        load_matrix_x4(b1, vs + ((nc + lm / 2) * 8 + lr) * G::kVRow + (kc + 1) * 32 + (lm % 2) * 16);
         if constexpr (PV == PvType::e4m3) {
-          mma_e4m3_m16n8k32(o[nc], pa[kc], b);
-          mma_e4m3_m16n8k32(o[nc + 1], pa[kc], b + 2);
+          // One e4m3 m16n8k32 as the H200 runs it: two chained HMMAs from zero, one fp32 add.
+          float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          mma_f16_m16n8k16(t0, pa[kc], b0);
+          mma_f16_m16n8k16(t1, pa[kc], b0 + 2);
+          mma_f16_m16n8k16(t0, pa[kc + 1], b1);
+          mma_f16_m16n8k16(t1, pa[kc + 1], b1 + 2);
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            o[nc][u] += t0[u];
+            o[nc + 1][u] += t1[u];
+          }
         } else {
-          mma_f16_m16n8k16(o[nc], pa[kc], b);
-          mma_f16_m16n8k16(o[nc + 1], pa[kc], b + 2);
+          mma_f16_m16n8k16(o[nc], pa[kc], b0);
+          mma_f16_m16n8k16(o[nc + 1], pa[kc], b0 + 2);
+          mma_f16_m16n8k16(o[nc], pa[kc + 1], b1);
+          mma_f16_m16n8k16(o[nc + 1], pa[kc + 1], b1 + 2);
         }
       }
     __syncthreads();  // the next iteration's prefetch overwrites this stage
@@ -394,25 +401,19 @@ struct DeviceInputs {
         for (int j = 0; j < n; ++j) ks[h * np + j] = in.k_scales[h * n + j];
       p.k_scales = mem.upload(ks);
     }
-    // V transposed to [Hkv][d][Np]; 8-bit keys permuted within groups of 32.
-    const std::size_t vb = in.pv == PvType::e4m3 ? 1 : 2;
-    std::vector<std::uint8_t> vt(hkv * d * np * vb, 0);
+    // V transposed to [Hkv][d][Np] in fp16 (e4m3 values widened: exact).
+    std::vector<std::uint16_t> vt(hkv * d * np, 0);
     const Format e4m3 = format_of(FormatId::e4m3);
     for (std::size_t h = 0; h < hkv; ++h)
-      for (int j = 0; j < n; ++j) {
-        const int pos = in.pv == PvType::e4m3 ? (j / 32) * 32 + mma_key_order(j % 32) : j;
+      for (int j = 0; j < n; ++j)
         for (int c = 0; c < d; ++c) {
           const float x = in.v_values[(h * n + j) * d + c];
-          const std::size_t dst = (h * d + c) * np + pos;
-          if (in.pv == PvType::e4m3) {
-            vt[dst] = static_cast<std::uint8_t>(encode(e4m3, x));
-          } else {
-            const std::uint16_t b = fp16_bits(x);
-            std::memcpy(&vt[2 * dst], &b, 2);
+          if (in.pv == PvType::e4m3 && static_cast<float>(round_to(e4m3, x)) != x) {
+            throw std::invalid_argument("flash_mma: e4m3 PV needs V values that are e4m3 values");
           }
+          vt[(h * d + c) * np + j] = fp16_bits(x);
         }
-      }
-    p.vt = mem.upload(vt);
+    p.vt = reinterpret_cast<const std::uint8_t*>(mem.upload(vt));
     if (!in.v_scales.empty()) p.v_scales = mem.upload(in.v_scales);
     p.hq = in.q_heads;
     p.hkv = in.kv_heads;
@@ -463,7 +464,7 @@ std::vector<std::int32_t> mma_logits(const MmaInputs& in, int h) {
   dev.p.k += kh * k_stride;
   if (dev.p.q_scales) dev.p.q_scales += static_cast<long>(h) * in.tokens;
   if (dev.p.k_scales) dev.p.k_scales += static_cast<long>(kh) * dev.p.np;
-  dev.p.vt += static_cast<long>(kh) * in.dim * dev.p.np * (in.pv == PvType::e4m3 ? 1 : 2);
+  dev.p.vt += static_cast<long>(kh) * in.dim * dev.p.np * 2;
   dev.p.hq = dev.p.hkv = 1;
   launch<true>(in.qk, in.pv, dev.p, in.dim, 4);
   check_launch("flash_mma_kernel (logits)");
@@ -472,7 +473,7 @@ std::vector<std::int32_t> mma_logits(const MmaInputs& in, int h) {
 
 namespace {
 
-// Random device bytes by a counter hash (no host transfer): int8 codes in [-127, 127], e4m3 codes
+// Random device data by a counter hash (no host transfer): int8 codes in [-127, 127], e4m3 values
 // with |value| <= 448 (no NaN), fp16 values uniform in [-2, 2), fp32 scales in [lo, hi).
 enum class Fill { int8, e4m3, fp16, scale };
 
@@ -491,10 +492,10 @@ __global__ void fill_kernel(std::uint8_t* dst, long count, Fill kind, std::uint6
     const float u = (r >> 8) * (1.0f / 16777216.0f);
     switch (kind) {
       case Fill::int8: dst[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(static_cast<int>(r % 255) - 127)); break;
-      case Fill::e4m3: {
+      case Fill::e4m3: {  // an e4m3 value, stored widened to fp16
         std::uint8_t b = static_cast<std::uint8_t>(r);
         if ((b & 0x7F) == 0x7F) b &= 0xFE;  // 0x7F / 0xFF are NaN
-        dst[i] = b;
+        reinterpret_cast<std::uint16_t*>(dst)[i] = static_cast<std::uint16_t>(widen_e4m3x2(b));
         break;
       }
       case Fill::fp16: reinterpret_cast<std::uint16_t*>(dst)[i] = static_cast<std::uint16_t>(pack_f16x2(u * 4.0f - 2.0f, 0.0f)); break;
@@ -515,7 +516,7 @@ double bench_flash_mma(QkType qk, PvType pv, int batch, int q_heads, int kv_head
   DeviceBuffers mem;
   Params p{};
   const int hq = batch * q_heads, hkv = batch * kv_heads, n = tokens, np = padded(tokens);
-  const long qk_bytes = qk == QkType::int8 ? 1 : 2, v_bytes = pv == PvType::e4m3 ? 1 : 2;
+  const long qk_bytes = qk == QkType::int8 ? 1 : 2, v_bytes = 2;
   const Fill qk_fill = qk == QkType::int8 ? Fill::int8 : Fill::fp16, v_fill = pv == PvType::e4m3 ? Fill::e4m3 : Fill::fp16;
   std::uint8_t* q = mem.alloc<std::uint8_t>(static_cast<long>(hq) * n * dim * qk_bytes);
   std::uint8_t* k = mem.alloc<std::uint8_t>(static_cast<long>(hkv) * np * dim * qk_bytes);

@@ -1,15 +1,15 @@
 #pragma once
 // Host interface of the matrix-instruction flash-attention family (NVIDIA mma.sync): S = Q K^T in
 // int8 (m16n8k32, int32, exact) or fp16 (m16n8k16, fp32), online softmax in exp2, P quantized
-// against the running max (e4m3 with a static multiplier, or fp16), O += P V in e4m3 (m16n8k32) or
-// fp16 (m16n8k16) with O as the matrix unit's accumulator (its model: a recipe's pv_acc).
+// against the running max (e4m3 with a static multiplier, or fp16), O += P V by fp16 HMMAs
+// (m16n8k16) accumulating as the H200 does (a recipe's pv_acc names the model: h200_e4m3_mma for
+// e4m3 P and V, h200_hmma for fp16).
 //
 // Device layouts the kernels read (the preparation kernels write them; the host path uploads them):
 //   Q [Hq][N][d] and K [Hkv][N][d]: int8 codes (scales [H][N] fp32, one per token) or fp16 values.
-//   Vt [Hkv][d][Np], Np = N rounded up to the key tile (64): V transposed, e4m3 codes or fp16 values;
-//   padding keys are zero. For 8-bit V the keys of each group of 32 are stored in mma_key_order
-//   (the order in which an S accumulator fragment becomes a P operand fragment with no shuffles);
-//   v_scales [Hkv][d] fp32 (one per channel) multiply O at the end.
+//   Vt [Hkv][d][Np], Np = N rounded up to the key tile (64): V transposed, as fp16 values (e4m3 V:
+//   its e4m3 values widened to fp16, exactly); padding keys are zero. v_scales [Hkv][d] fp32 (one
+//   per channel) multiply O at the end.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -389,17 +389,15 @@ __device__ inline std::uint32_t pack_f16x2(float lo, float hi) {
   return r;
 }
 
-// Two e4m3 bytes (lo in the low byte) back to floats, exactly.
-__device__ inline float2 unpack_e4m3x2(std::uint16_t v) {
+// Two e4m3 bytes (lo in the low byte) to two fp16 (lo in the low half), exactly.
+__device__ inline std::uint32_t widen_e4m3x2(std::uint16_t v) {
 #if __CUDA_ARCH__ >= 890
   std::uint32_t h;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
-  float lo, hi;
-  asm("{.reg .f16 l, u;\n mov.b32 {l, u}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, u;\n}\n" : "=f"(lo), "=f"(hi) : "r"(h));
-  return make_float2(lo, hi);
+  return h;
 #else
   __trap();
-  return make_float2(0, 0);
+  return 0;
 #endif
 }
 
