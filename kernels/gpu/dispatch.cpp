@@ -7,6 +7,7 @@
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
 #include "kernels/gpu/flash_dot4.hpp"
+#include "kernels/gpu/prepare.hpp"
 
 namespace qattn::gpu {
 
@@ -99,9 +100,8 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
   if (qk_fp16 && !same_accumulator(r.qk_acc, h200_hmma_accumulator())) {
     return "QK^T in fp16 accumulates as the H200's HMMA does: qk_acc must be h200_hmma";
   }
-  if (r.k_smoothing != KSmoothing::none || r.q_smoothing || r.v_smoothing || r.rotation != Rotation::none) {
-    return "smoothing and rotation run in preparation kernels that are not written yet";
-  }
+  if (r.q_smoothing || r.v_smoothing) return "Q and V smoothing have no GPU kernel yet";
+  if (r.k_smoothing == KSmoothing::block_mean_corrected) return "the q . mean correction of block means has no GPU kernel yet";
   if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes have no GPU kernel yet";
   if (r.split_k != 1 || r.lazy_rescale_tau != 0) return "split-K and lazy rescale have no mma kernel";
   if (r.tiles.block_k != kMmaKeyTile) return "the mma kernel's key tile is 64 (tiles.block_k)";
@@ -112,12 +112,18 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
                       (!r.v.unit_scale && r.v.spec.format == FormatId::e4m3 && r.v.spec.rule == ScaleRule::dynamic_absmax &&
                        (vg == Granularity::tensor || vg == Granularity::head || vg == Granularity::channel) &&
                        r.v.spec.scale_format == FormatId::fp32);
+  const bool prepared = r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none;
   if (p_e4m3 && v_e4m3) {
     if (!same_accumulator(r.pv_acc, h200_e4m3_mma_accumulator())) {
       return "PV in e4m3 accumulates as the H200's mma.sync does: pv_acc must be h200_e4m3_mma";
     }
+    if (prepared) {
+      if (!qk_int8) return "rotation and K smoothing run in the preparation kernels, which feed int8 Q/K only";
+      return prepare_not_covered(r, p.q.dim);
+    }
     return "";
   }
+  if (prepared) return "rotation and K smoothing run in the preparation kernels, which feed int8 Q/K with e4m3 P and V only";
   if (rounded_to(r.p, FormatId::fp16) && rounded_to(r.v, FormatId::fp16)) {
     if (!same_accumulator(r.pv_acc, h200_hmma_accumulator())) return "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma";
     return "";
@@ -195,7 +201,8 @@ GpuResult run(const Problem& p, const Recipe& r) {
   res.out = TensorF(p.q.heads, rows, p.q.dim);
 #if defined(QATTN_WITH_CUDA)
   if (mma_not_covered(p, r).empty()) {
-    res.out.data = flash_mma(make_mma_inputs(p, r));
+    const bool prepared = r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none;
+    res.out.data = prepared ? flash_mma_prepared(p, r) : flash_mma(make_mma_inputs(p, r));
     res.kernel = kMmaKernelName;
     return res;
   }

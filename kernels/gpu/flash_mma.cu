@@ -21,6 +21,7 @@
 #include "kernels/formats/codec.hpp"
 #include "kernels/gpu/flash_mma.hpp"
 #include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/prepare.hpp"
 
 namespace qattn::gpu {
 
@@ -444,6 +445,46 @@ std::vector<float> flash_mma(const MmaInputs& in, const MmaTuning& tuning) {
     for (std::size_t r = 0; r < in.rows.size(); ++r)
       std::copy_n(&all[(static_cast<std::size_t>(h) * in.tokens + in.rows[r]) * in.dim], in.dim,
                   &picked[(h * in.rows.size() + r) * in.dim]);
+  return picked;
+}
+
+std::vector<float> flash_mma_prepared(const Problem& p, const Recipe& r, const MmaTuning& tuning) {
+  DeviceBuffers mem;
+  const float* q = mem.upload(p.q.data);
+  const float* k = mem.upload(p.k.data);
+  const float* v = mem.upload(p.v.data);
+  const int d = p.q.dim;
+  // K with Np rows and V widened to fp16: the layouts the kernel reads (flash_mma.hpp).
+  const DevicePrepared pr = prepare_device(q, k, v, p.q.heads, p.k.heads, p.q.tokens, d, r, mem, PrepareOptions{true, VtLayout::fp16_widened});
+  Params prm{};
+  prm.q = reinterpret_cast<const std::uint8_t*>(pr.q_codes);
+  prm.k = reinterpret_cast<const std::uint8_t*>(pr.k_codes);
+  prm.vt = pr.vt;
+  prm.q_scales = pr.q_scales;
+  prm.k_scales = pr.k_scales;
+  prm.v_scales = pr.v_scales;
+  prm.hq = p.q.heads;
+  prm.hkv = p.k.heads;
+  prm.n = p.q.tokens;
+  prm.np = pr.padded;
+  prm.window = p.window;
+  prm.causal = p.causal;
+  prm.reverse_blocks = p.causal;
+  prm.denominator_quantized = r.denominator == Denominator::quantized_p;
+  prm.c = static_cast<float>(p.scale()) * 1.44269504088896340736f;
+  prm.p_mult = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
+  const std::size_t count = static_cast<std::size_t>(p.q.heads) * p.q.tokens * d;
+  float* out = mem.alloc<float>(count);
+  fill_bytes(out, 0xFF, sizeof(float) * count);  // NaN everywhere: every element must be written
+  prm.out = out;
+  launch<false>(QkType::int8, PvType::e4m3, prm, d, tuning.warps);
+  check_launch("flash_mma_kernel (prepared)");
+  const std::vector<float> all = download(out, count);
+  const std::vector<int> rows = p.rows.resolve(p.q.tokens);
+  std::vector<float> picked(static_cast<std::size_t>(p.q.heads) * rows.size() * d);
+  for (int h = 0; h < p.q.heads; ++h)
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::copy_n(&all[(static_cast<std::size_t>(h) * p.q.tokens + rows[i]) * d], d, &picked[(h * rows.size() + i) * d]);
   return picked;
 }
 

@@ -104,6 +104,27 @@ TEST_CASE("mma kernel vs emulator: e4m3 V without scales, where the emulator's m
   check(p, r, "the same, denominator from P before rounding");
 }
 
+TEST_CASE("mma kernel fed by the preparation kernels: K means and Hadamard rotation on the GPU", "[gpu][mma]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Problem p = test::random_problem(4, 2, 1000, 128, seed);
+  for (float& x : p.k.data) x += 3.0f;  // a common K offset, as real keys have: what K smoothing removes
+  p.causal = true;
+  Recipe r = mma_recipe(gpu::QkType::int8, gpu::PvType::e4m3);
+  for (KSmoothing ks : {KSmoothing::global_mean, KSmoothing::block_mean, KSmoothing::running_mean}) {
+    r.k_smoothing = ks;
+    REQUIRE(gpu::mma_not_covered(p, r).empty());
+    const gpu::GpuResult g = gpu::run(p, r);
+    CHECK(g.kernel == gpu::kMmaKernelName);
+    test::check_against_emulator(p, r, g.out.data, ("prepared K smoothing " + std::to_string(static_cast<int>(ks))).c_str());
+  }
+  r.k_smoothing = KSmoothing::global_mean;
+  r.rotation = Rotation::hadamard;
+  test::check_against_emulator(p, r, gpu::flash_mma_prepared(p, r), "prepared Hadamard + K mean");
+  r.k_smoothing = KSmoothing::block_mean_corrected;
+  CHECK_FALSE(gpu::mma_not_covered(p, r).empty());  // the q . mean correction is not on the GPU
+}
+
 TEST_CASE("mma kernel vs emulator on the shipped real dump", "[gpu][mma]") {
   const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
   SliceRequest req;
