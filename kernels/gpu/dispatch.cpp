@@ -1,6 +1,8 @@
 #include "kernels/gpu/dispatch.hpp"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "kernels/emulate/accumulator.hpp"
 
@@ -33,23 +35,47 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
   return "";
 }
 
+namespace {
+
+// int8 Q/K codes and one scale per (head, token), whatever the granularity, as both kernels read
+// them; from the same quantizers the emulator uses.
+struct Int8QK {
+  std::vector<std::int8_t> q_codes, k_codes;
+  std::vector<float> q_scales, k_scales;
+};
+
+Int8QK int8_qk(const Problem& p, const Recipe& r) {
+  Int8QK out;
+  const Format i8 = format_of(FormatId::int8);
+  const auto codes = [&](const QuantizedTensor& t, std::vector<std::int8_t>& dst) {
+    for (auto c : t.codes) dst.push_back(static_cast<std::int8_t>(decode(i8, c)));
+  };
+  const auto scales = [](const QuantizedTensor& t, int heads, int tokens, std::vector<float>& dst) {
+    dst.resize(static_cast<std::size_t>(heads) * tokens);
+    for (int h = 0; h < heads; ++h)
+      for (int n = 0; n < tokens; ++n) dst[static_cast<std::size_t>(h) * tokens + n] = t.scales[t.scale_index(h, n, 0)];
+  };
+  const QuantizedTensor q = quantize(p.q, r.q.spec), k = quantize(p.k, r.k.spec);
+  codes(q, out.q_codes);
+  codes(k, out.k_codes);
+  scales(q, p.q.heads, p.q.tokens, out.q_scales);
+  scales(k, p.k.heads, p.k.tokens, out.k_scales);
+  return out;
+}
+
+}  // namespace
+
 Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   Dot4Inputs in;
   in.q_heads = p.q.heads;
   in.kv_heads = p.k.heads;
   in.tokens = p.q.tokens;
   in.dim = p.q.dim;
-  const Format i8 = format_of(FormatId::int8);
-  const QuantizedTensor q = quantize(p.q, r.q.spec), k = quantize(p.k, r.k.spec);
-  for (auto c : q.codes) in.q_codes.push_back(static_cast<std::int8_t>(decode(i8, c)));
-  for (auto c : k.codes) in.k_codes.push_back(static_cast<std::int8_t>(decode(i8, c)));
-  // One scale per (head, token), whatever the granularity, as the kernel reads them.
-  in.q_scales.resize(static_cast<std::size_t>(p.q.heads) * p.q.tokens);
-  in.k_scales.resize(static_cast<std::size_t>(p.k.heads) * p.k.tokens);
-  for (int h = 0; h < p.q.heads; ++h)
-    for (int n = 0; n < p.q.tokens; ++n) in.q_scales[static_cast<std::size_t>(h) * p.q.tokens + n] = q.scales[q.scale_index(h, n, 0)];
-  for (int h = 0; h < p.k.heads; ++h)
-    for (int n = 0; n < p.k.tokens; ++n) in.k_scales[static_cast<std::size_t>(h) * p.k.tokens + n] = k.scales[k.scale_index(h, n, 0)];
+  Int8QK qk = int8_qk(p, r);
+  in.q_codes = std::move(qk.q_codes);
+  in.k_codes = std::move(qk.k_codes);
+  in.q_scales = std::move(qk.q_scales);
+  in.k_scales = std::move(qk.k_scales);
   // V as the emulator multiplies it: rounded to its format, or quantized and dequantized.
   if (r.v.unit_scale) {
     const Format vf = format_of(r.v.spec.format);
@@ -150,11 +176,11 @@ MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
   in.dim = p.q.dim;
   if (r.q.spec.format == FormatId::int8) {
     in.qk = QkType::int8;
-    const Dot4Inputs d4 = make_inputs(p, r);  // the same codes and per-token scales
-    in.q_codes = d4.q_codes;
-    in.k_codes = d4.k_codes;
-    in.q_scales = d4.q_scales;
-    in.k_scales = d4.k_scales;
+    Int8QK qk = int8_qk(p, r);
+    in.q_codes = std::move(qk.q_codes);
+    in.k_codes = std::move(qk.k_codes);
+    in.q_scales = std::move(qk.q_scales);
+    in.k_scales = std::move(qk.k_scales);
   } else {
     in.qk = QkType::fp16;
     const Format f16 = format_of(FormatId::fp16);
