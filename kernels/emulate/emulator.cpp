@@ -16,6 +16,7 @@
 #include "kernels/emulate/prepare_cpu.hpp"
 #include "kernels/emulate/qflash.hpp"
 #include "kernels/formats/codec.hpp"
+#include "kernels/formats/exp2.hpp"
 #include "kernels/formats/value_table.hpp"
 
 namespace qattn {
@@ -364,10 +365,10 @@ class RowEmulator {
     // Lazy rescale (FlashAttention-4): keep the old max while it grew by at most tau.
     if (r_.lazy_rescale_tau > 0 && sp.m != kNegInf && m_new - sp.m <= static_cast<float>(r_.lazy_rescale_tau)) m_new = sp.m;
     if (m_new == kNegInf) return;  // nothing visible yet
-    const float alpha = sp.m == kNegInf ? 0.0f : std::exp2(sp.m - m_new);
+    const float alpha = sp.m == kNegInf ? 0.0f : exp2_rn(sp.m - m_new);
     float row_sum = 0, pq_sum = 0;
     for (int jj = 0; jj < w; ++jj) {
-      const float pv_float = s_[jj] == kNegInf ? 0.0f : std::exp2(s_[jj] - m_new);
+      const float pv_float = s_[jj] == kNegInf ? 0.0f : exp2_rn(s_[jj] - m_new);
       // P quantized against the running max with the static multiplier: value in the code domain.
       pq_[jj] = rounder_ ? rounder_->round(pv_float * p_mult_) : static_cast<float>(decode(pf_, quantize(pf_, pv_float, p_mult_)));
       row_sum += r_.denominator == Denominator::quantized_p ? pq_[jj] : pv_float;
@@ -463,7 +464,7 @@ class RowEmulator {
     std::vector<float> f(row.splits.size());
     for (std::size_t k = 0; k < row.splits.size(); ++k) {
       const Split& sp = row.splits[k];
-      f[k] = sp.m == kNegInf ? 0.0f : std::exp2(sp.m - M);
+      f[k] = sp.m == kNegInf ? 0.0f : exp2_rn(sp.m - M);
       L += f[k] * sp.l;
       LP += f[k] * sp.lp;
       for (int cc = 0; cc < d; ++cc) out.o[cc] += f[k] * sp.o[cc];

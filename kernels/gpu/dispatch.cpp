@@ -13,54 +13,95 @@
 
 namespace qattn::gpu {
 
+namespace {
+
+bool integer_codes(const OperandQuant& o) { return !o.unit_scale && format_of(o.spec.format).kind == Kind::integer; }
+
+// Scale groups along d of an integer operand (one unless group granularity).
+int scale_groups(const OperandQuant& o, int dim) { return o.spec.granularity == Granularity::group ? dim / o.spec.block : 1; }
+
+bool needs_preparation(const Recipe& r) { return r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none; }
+
+}  // namespace
+
 std::string dot4_not_covered(const Problem& p, const Recipe& r) {
-  for (const auto* o : {&r.q, &r.k}) {
-    const Granularity g = o->spec.granularity;
-    if (o->unit_scale || o->spec.format != FormatId::int8 || o->spec.rule != ScaleRule::dynamic_absmax ||
-        !(g == Granularity::tensor || g == Granularity::head || g == Granularity::token) || o->spec.scale_format != FormatId::fp32) {
-      return "QK^T: the dot4 kernel takes int8 Q and K with tensor, head or token scales in fp32";
+  const int d = p.q.dim;
+  const bool int_q = integer_codes(r.q), int_k = integer_codes(r.k);
+  if (int_q != int_k) return "QK^T: Q and K must both be integer codes with scales, or both values";
+  if (int_q) {
+    for (const auto* o : {&r.q, &r.k}) {
+      const Granularity g = o->spec.granularity;
+      if (format_of(o->spec.format).bits > 8 || g == Granularity::channel) {
+        return "QK^T: integer Q and K of at most 8 bits with one scale per (head, token, group): tensor, head, token, block or group scales";
+      }
     }
+    const int groups = scale_groups(r.q, d);
+    if (groups != scale_groups(r.k, d) || (d / groups) % 4 != 0) return "QK^T: Q and K scale groups must match and hold a multiple of 4 channels";
+    if (r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T of integer codes accumulates exactly (int32)";
+  } else if (r.qk_acc.kind != Accumulator::Kind::fp32 && r.qk_acc.kind != Accumulator::Kind::exact) {
+    return "QK^T of values accumulates in fp32 or exactly (float64); matrix-unit models have their own kernels";
   }
-  if (r.k_smoothing != KSmoothing::none || r.q_smoothing || r.v_smoothing || r.rotation != Rotation::none) {
-    return "smoothing and rotation run in preparation kernels that are not written yet";
+  if (r.q_smoothing || r.v_smoothing) return "Q and V smoothing have no GPU kernel yet";
+  if (needs_preparation(r)) {
+    if (!int_q) return "rotation and K smoothing run in the preparation kernels, which write int8 Q/K";
+    const std::string why = prepare_not_covered(r, d, false);
+    if (!why.empty()) return why;
   }
   if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes have no GPU kernel yet";
   if (!r.p.unit_scale && r.p.spec.rule != ScaleRule::static_multiplier) return "P needs a static multiplier";
-  if (r.qk_acc.kind != Accumulator::Kind::exact || r.pv_acc.kind != Accumulator::Kind::fp32) {
-    return "the dot4 kernel accumulates QK^T exactly (int32) and PV in fp32";
+  if (r.pv_acc.kind != Accumulator::Kind::fp32 && r.pv_acc.kind != Accumulator::Kind::exact) {
+    return "PV accumulates in fp32 or exactly (float64); matrix-unit models have their own kernels";
   }
   if (r.split_k != 1 || r.lazy_rescale_tau != 0) return "split-K and lazy rescale have no GPU kernel yet";
-  if (r.tiles.block_k % 32 != 0 || r.tiles.block_k > 256) return "the key tile must be a multiple of 32, at most 256";
-  if (p.q.dim % 32 != 0 || p.q.dim > 256) return "the head dim must be a multiple of 32, at most 256";
+  const int ws = dot4_wave_size();
+  if (r.tiles.block_k % ws != 0 || r.tiles.block_k > 8 * ws) {
+    return "the key tile must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
+  }
+  if (d % ws != 0 || d > 8 * ws) return "the head dim must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
   return "";
 }
 
 namespace {
 
-// int8 Q/K codes and one scale per (head, token), whatever the granularity, as both kernels read
-// them; from the same quantizers the emulator uses.
-struct Int8QK {
+// Integer Q/K codes and their scales per (head, token, group), whatever the granularity, as the
+// kernels read them; from the same quantizers the emulator uses.
+struct IntQK {
+  int groups = 1;
   std::vector<std::int8_t> q_codes, k_codes;
   std::vector<float> q_scales, k_scales;
 };
 
-Int8QK int8_qk(const Problem& p, const Recipe& r) {
-  Int8QK out;
-  const Format i8 = format_of(FormatId::int8);
-  const auto codes = [&](const QuantizedTensor& t, std::vector<std::int8_t>& dst) {
-    for (auto c : t.codes) dst.push_back(static_cast<std::int8_t>(decode(i8, c)));
+IntQK int_qk(const Problem& p, const Recipe& r) {
+  IntQK out;
+  const int d = p.q.dim;
+  out.groups = scale_groups(r.q, d);
+  const auto codes = [](const QuantizedTensor& t, const Format& f, std::vector<std::int8_t>& dst) {
+    dst.reserve(t.codes.size());
+    for (auto c : t.codes) dst.push_back(static_cast<std::int8_t>(decode(f, c)));
   };
-  const auto scales = [](const QuantizedTensor& t, int heads, int tokens, std::vector<float>& dst) {
-    dst.resize(static_cast<std::size_t>(heads) * tokens);
+  const auto scales = [&](const QuantizedTensor& t, int heads, int tokens, std::vector<float>& dst) {
+    const int gs = d / out.groups;
+    dst.resize(static_cast<std::size_t>(heads) * tokens * out.groups);
     for (int h = 0; h < heads; ++h)
-      for (int n = 0; n < tokens; ++n) dst[static_cast<std::size_t>(h) * tokens + n] = t.scales[t.scale_index(h, n, 0)];
+      for (int n = 0; n < tokens; ++n)
+        for (int g = 0; g < out.groups; ++g) dst[(static_cast<std::size_t>(h) * tokens + n) * out.groups + g] = t.scales[t.scale_index(h, n, g * gs)];
   };
   const QuantizedTensor q = quantize(p.q, r.q.spec), k = quantize(p.k, r.k.spec);
-  codes(q, out.q_codes);
-  codes(k, out.k_codes);
+  codes(q, format_of(r.q.spec.format), out.q_codes);
+  codes(k, format_of(r.k.spec.format), out.k_codes);
   scales(q, p.q.heads, p.q.tokens, out.q_scales);
   scales(k, p.k.heads, p.k.tokens, out.k_scales);
   return out;
+}
+
+// An operand's values as the emulator multiplies them: rounded to its format, or quantized and
+// dequantized.
+std::vector<float> operand_values(const TensorF& t, const OperandQuant& o) {
+  if (!o.unit_scale) return dequantize(quantize(t, o.spec)).data;
+  const Format f = format_of(o.spec.format);
+  std::vector<float> v = t.data;
+  for (float& x : v) x = static_cast<float>(round_to(f, x));
+  return v;
 }
 
 }  // namespace
@@ -71,19 +112,22 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.kv_heads = p.k.heads;
   in.tokens = p.q.tokens;
   in.dim = p.q.dim;
-  Int8QK qk = int8_qk(p, r);
-  in.q_codes = std::move(qk.q_codes);
-  in.k_codes = std::move(qk.k_codes);
-  in.q_scales = std::move(qk.q_scales);
-  in.k_scales = std::move(qk.k_scales);
-  // V as the emulator multiplies it: rounded to its format, or quantized and dequantized.
-  if (r.v.unit_scale) {
-    const Format vf = format_of(r.v.spec.format);
-    in.v = p.v.data;
-    for (float& x : in.v) x = static_cast<float>(round_to(vf, x));
-  } else {
-    in.v = dequantize(quantize(p.v, r.v.spec)).data;
+  if (!needs_preparation(r)) {  // prepared recipes get Q and K from the preparation kernels
+    if (integer_codes(r.q)) {
+      IntQK qk = int_qk(p, r);
+      in.qk = Dot4Qk::integer;
+      in.groups = qk.groups;
+      in.q_codes = std::move(qk.q_codes);
+      in.k_codes = std::move(qk.k_codes);
+      in.q_scales = std::move(qk.q_scales);
+      in.k_scales = std::move(qk.k_scales);
+    } else {
+      in.qk = r.qk_acc.kind == Accumulator::Kind::exact ? Dot4Qk::fp64 : Dot4Qk::fp32;
+      in.q_values = operand_values(p.q, r.q);
+      in.k_values = operand_values(p.k, r.k);
+    }
   }
+  in.v = operand_values(p.v, r.v);
   in.rows = p.rows.resolve(p.q.tokens);
   in.causal = p.causal;
   in.window = p.window;
@@ -91,6 +135,7 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.p_format = r.p.spec.format;
   in.p_multiplier = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
   in.denominator_quantized = r.denominator == Denominator::quantized_p;
+  in.pv_fp64 = r.pv_acc.kind == Accumulator::Kind::exact;
   in.block_k = r.tiles.block_k;
   return in;
 }
@@ -138,7 +183,7 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
                       (!r.v.unit_scale && r.v.spec.format == FormatId::e4m3 && r.v.spec.rule == ScaleRule::dynamic_absmax &&
                        (vg == Granularity::tensor || vg == Granularity::head || vg == Granularity::channel) &&
                        r.v.spec.scale_format == FormatId::fp32);
-  const bool prepared = r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none;
+  const bool prepared = needs_preparation(r);
   if (p_e4m3 && v_e4m3) {
     if (!same_accumulator(r.pv_acc, h200_e4m3_mma_accumulator())) {
       return "PV in e4m3 accumulates as the H200's mma.sync does: pv_acc must be h200_e4m3_mma";
@@ -176,7 +221,7 @@ MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
   in.dim = p.q.dim;
   if (r.q.spec.format == FormatId::int8) {
     in.qk = QkType::int8;
-    Int8QK qk = int8_qk(p, r);
+    IntQK qk = int_qk(p, r);  // one group: mma_not_covered takes tensor, head or token scales
     in.q_codes = std::move(qk.q_codes);
     in.k_codes = std::move(qk.k_codes);
     in.q_scales = std::move(qk.q_scales);
@@ -227,8 +272,7 @@ GpuResult run(const Problem& p, const Recipe& r) {
   res.out = TensorF(p.q.heads, rows, p.q.dim);
 #if defined(QATTN_WITH_CUDA)
   if (mma_not_covered(p, r).empty()) {
-    const bool prepared = r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none;
-    res.out.data = prepared ? flash_mma_prepared(p, r) : flash_mma(make_mma_inputs(p, r));
+    res.out.data = needs_preparation(r) ? flash_mma_prepared(p, r) : flash_mma(make_mma_inputs(p, r));
     res.kernel = kMmaKernelName;
     return res;
   }
@@ -238,8 +282,9 @@ GpuResult run(const Problem& p, const Recipe& r) {
     res.kernel = kDecodeKernelName;
     return res;
   }
-  res.out.data = flash_dot4(make_inputs(p, r));
-  res.kernel = kDot4KernelName;
+  const Dot4Inputs in = make_inputs(p, r);
+  res.out.data = needs_preparation(r) ? flash_dot4_prepared(p, r, in) : flash_dot4(in);
+  res.kernel = in.qk == Dot4Qk::integer ? kDot4KernelName : kDot4FloatKernelName;
   return res;
 }
 

@@ -12,7 +12,8 @@
 
 namespace qattn::gpu {
 
-inline constexpr const char* kDot4KernelName = "flash_dot4";
+inline constexpr const char* kDot4KernelName = "flash_dot4";             // integer Q K^T by dot4
+inline constexpr const char* kDot4FloatKernelName = "flash_dot4/float";  // the same family, Q K^T of values
 inline constexpr const char* kMmaKernelName = "flash_mma";
 inline constexpr const char* kDecodeKernelName = "flash_decode";
 

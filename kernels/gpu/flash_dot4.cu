@@ -1,31 +1,39 @@
-// Generic dot4 flash attention: S = Q K^T from int8 codes (dot4, int32), online softmax in exp2
-// with the emulator's fp32 operations, P quantized against the running max through the lab's
-// shared scalar codec, O += P V summed key by key in fp32 (the emulator's fp32 accumulator).
+// Generic flash attention: S = Q K^T (integer codes by dot4, or float values), online softmax in
+// exp2 with the emulator's fp32 operations, P quantized against the running max through the lab's
+// shared scalar codec, O += P V summed key by key (the emulator's fp32 or float64 accumulator).
 // One wave per query row; the tuning (waves per block) never changes a result.
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/formats/codec.hpp"
+#include "kernels/formats/exp2.hpp"
 #include "kernels/gpu/flash_dot4.hpp"
 #include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/prepare.hpp"
 
 namespace qattn::gpu {
 
 namespace {
 
 constexpr int kMaxChannelsPerLane = 8;  // d <= 8 * wave size
+constexpr int kMaxKeysPerLane = 8;      // Bc <= 8 * wave size
 
 struct Params {
-  const int* q;  // int8 codes packed four to an int32 word
-  const int* k;
-  const float *q_scales, *k_scales, *v;
-  const int* rows;
-  float* out;
-  int nrows, hq, hkv, n, d, window, bc;
-  bool causal, denominator_quantized;
-  float c, p_mult;
-  Format pf;
+  const int* q = nullptr;  // integer QK: codes packed four to an int32 word [H][N][d/4]
+  const int* k = nullptr;
+  const float *q_scales = nullptr, *k_scales = nullptr;  // integer QK: [H][N][groups]
+  const float *qf = nullptr, *kf = nullptr;              // float QK: values [H][N][d]
+  const float* q_rot = nullptr;    // block means with correction: Q before quantization [Hq][N][d]
+  const float* k_means = nullptr;  // and the K block means [Hkv][mean_blocks][d]; null: no correction
+  int mean_block = 1, mean_blocks = 0;
+  const float* v = nullptr;
+  const int* rows = nullptr;
+  float* out = nullptr;
+  int nrows = 0, hq = 0, hkv = 0, n = 0, d = 0, window = 0, bc = 0, groups = 1;
+  bool causal = false, denominator_quantized = true, pv_fp64 = false;
+  float c = 0, p_mult = 1;
+  Format pf{};
 };
 
 __device__ inline bool visible(const Params& p, int i, int j) {
@@ -34,22 +42,56 @@ __device__ inline bool visible(const Params& p, int i, int j) {
   return true;
 }
 
-__device__ inline int logit(const Params& p, int h, int kh, int i, int j) {
-  const int words = p.d / 4;
-  const int* a = p.q + (static_cast<long>(h) * p.n + i) * words;
-  const int* b = p.k + (static_cast<long>(kh) * p.n + j) * words;
+// int32 dot of scale group g of query (h, i) and key (kh, j).
+__device__ inline int group_logit(const Params& p, int h, int kh, int i, int j, int g) {
+  const int words = p.d / 4, per_group = words / p.groups;
+  const int* a = p.q + (static_cast<long>(h) * p.n + i) * words + g * per_group;
+  const int* b = p.k + (static_cast<long>(kh) * p.n + j) * words + g * per_group;
   int s = 0;
-  for (int w = 0; w < words; ++w) s = dot4_i8(a[w], b[w], s);
+  for (int w = 0; w < per_group; ++w) s = dot4_i8(a[w], b[w], s);
   return s;
 }
 
+// q_i . k_j before the softmax scale, as the emulator's Scorer forms it. Every multiply and add is
+// rounded on its own (the build turns contraction off), in the emulator's order.
+template <Dot4Qk QK>
+__device__ float raw_score(const Params& p, int h, int kh, int i, int j) {
+  float s = 0.0f;
+  if constexpr (QK == Dot4Qk::integer) {
+    const float* sa = p.q_scales + (static_cast<long>(h) * p.n + i) * p.groups;
+    const float* sb = p.k_scales + (static_cast<long>(kh) * p.n + j) * p.groups;
+    for (int g = 0; g < p.groups; ++g) s += static_cast<float>(group_logit(p, h, kh, i, j, g)) * (sa[g] * sb[g]);
+  } else {
+    const float* a = p.qf + (static_cast<long>(h) * p.n + i) * p.d;
+    const float* b = p.kf + (static_cast<long>(kh) * p.n + j) * p.d;
+    if constexpr (QK == Dot4Qk::fp32) {
+      for (int c = 0; c < p.d; ++c) s += a[c] * b[c];
+    } else {
+      double t = 0;  // products of fp32 values are exact in float64
+      for (int c = 0; c < p.d; ++c) t += static_cast<double>(a[c]) * static_cast<double>(b[c]);
+      s = static_cast<float>(t);
+    }
+  }
+  if (p.k_means != nullptr) {
+    // A per-block K mean is exact under softmax only with q . mu_b added back, in fp32.
+    const float* qa = p.q_rot + (static_cast<long>(h) * p.n + i) * p.d;
+    const float* mu = p.k_means + (static_cast<long>(kh) * p.mean_blocks + j / p.mean_block) * p.d;
+    float corr = 0.0f;
+    for (int c = 0; c < p.d; ++c) corr += qa[c] * mu[c];
+    s += corr;
+  }
+  return s;
+}
+
+template <Dot4Qk QK>
 __global__ void flash_dot4_kernel(Params p) {
   extern __shared__ float shared_p[];
   const int lane = threadIdx.x % kWaveSize, wave = threadIdx.x / kWaveSize;
   const int r = blockIdx.x * (blockDim.x / kWaveSize) + wave;
   if (r >= p.nrows) return;
   const int h = blockIdx.y, kh = h / (p.hq / p.hkv), i = p.rows[r];
-  float* pq = shared_p + wave * p.bc;
+  float* pq = shared_p + wave * 2 * p.bc;  // P as it multiplies V
+  float* pt = pq + p.bc;                   // the denominator's terms, summed in key order
 
   int lo = 0, hi = p.n;
   if (p.causal) hi = i + 1;
@@ -57,7 +99,6 @@ __global__ void flash_dot4_kernel(Params p) {
     lo = max(0, i - p.window + 1);
     if (!p.causal) hi = min(p.n, i + p.window);
   }
-  const float sq = p.q_scales[static_cast<long>(h) * p.n + i];
   const float neg_inf = -INFINITY;
   float m = neg_inf, l = 0.0f;
   float o[kMaxChannelsPerLane];
@@ -66,39 +107,46 @@ __global__ void flash_dot4_kernel(Params p) {
   for (int j0 = (lo / p.bc) * p.bc; j0 < hi; j0 += p.bc) {
     const int w = min(p.n, j0 + p.bc) - j0;
     // S = Q K^T for this lane's keys of the tile.
-    float s_lane[8];
+    float s_lane[kMaxKeysPerLane];
     float tile_max = neg_inf;
     for (int u = 0; u * kWaveSize < p.bc; ++u) {
       const int jj = lane + u * kWaveSize, j = j0 + jj;
-      float s = neg_inf;
-      if (jj < w && visible(p, i, j)) {
-        const float sk = p.k_scales[static_cast<long>(kh) * p.n + j];
-        s = static_cast<float>(logit(p, h, kh, i, j)) * (sq * sk) * p.c;
-      }
+      const float s = jj < w && visible(p, i, j) ? raw_score<QK>(p, h, kh, i, j) * p.c : neg_inf;
       s_lane[u] = s;
       tile_max = fmaxf(tile_max, s);
     }
     tile_max = wave_max(tile_max);
     const float m_new = fmaxf(m, tile_max);
     if (m_new == neg_inf) continue;
-    const float alpha = m == neg_inf ? 0.0f : exp2f(m - m_new);
+    const float alpha = m == neg_inf ? 0.0f : exp2_rn(m - m_new);
     // Online softmax: P against the running max, quantized with its static multiplier.
-    float rs = 0.0f;
     for (int u = 0; u * kWaveSize < p.bc; ++u) {
       const int jj = lane + u * kWaveSize;
-      const float pf = s_lane[u] == neg_inf ? 0.0f : exp2f(s_lane[u] - m_new);
+      const float pf = s_lane[u] == neg_inf ? 0.0f : exp2_rn(s_lane[u] - m_new);
       const float q = static_cast<float>(decode(p.pf, quantize(p.pf, pf, p.p_mult)));
-      if (jj < p.bc) pq[jj] = jj < w ? q : 0.0f;
-      if (jj < w) rs += p.denominator_quantized ? q : pf;
+      if (jj < p.bc) {
+        pq[jj] = jj < w ? q : 0.0f;
+        pt[jj] = jj < w ? (p.denominator_quantized ? q : pf) : 0.0f;
+      }
     }
-    l = alpha * l + wave_sum(rs);
     wave_sync();
-    // O += P V: this lane's channels, keys in order.
+    float row_sum = 0.0f;  // every lane the same sum, key by key as the emulator
+    for (int jj = 0; jj < w; ++jj) row_sum += pt[jj];
+    l = alpha * l + row_sum;
+    // O = O * alpha, then O += P V: this lane's channels, keys in order.
     for (int u = 0; u * kWaveSize < p.d; ++u) {
       const int c = lane + u * kWaveSize;
-      float acc = o[u] * alpha;
-      for (int jj = 0; jj < w; ++jj) acc += pq[jj] * p.v[(static_cast<long>(kh) * p.n + j0 + jj) * p.d + c];
-      o[u] = acc;
+      const float* vc = p.v + (static_cast<long>(kh) * p.n + j0) * p.d + c;
+      const float scaled = o[u] * alpha;
+      if (p.pv_fp64) {
+        double acc = 0;  // the tile's exact products in float64, then one add into fp32
+        for (int jj = 0; jj < w; ++jj) acc += static_cast<double>(pq[jj]) * static_cast<double>(vc[static_cast<long>(jj) * p.d]);
+        o[u] = static_cast<float>(static_cast<double>(scaled) + acc);
+      } else {
+        float acc = scaled;
+        for (int jj = 0; jj < w; ++jj) acc += pq[jj] * vc[static_cast<long>(jj) * p.d];
+        o[u] = acc;
+      }
     }
     wave_sync();
     m = m_new;
@@ -112,8 +160,9 @@ __global__ void flash_dot4_kernel(Params p) {
 
 __global__ void logits_kernel(Params p, const int* hs, const int* is, const int* js, int count, int* result) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= count) return;
-  result[t] = logit(p, hs[t], hs[t] / (p.hq / p.hkv), is[t], js[t]);
+  if (t >= count * p.groups) return;
+  const int e = t / p.groups, g = t % p.groups;
+  result[t] = group_logit(p, hs[e], hs[e] / (p.hq / p.hkv), is[e], js[e], g);
 }
 
 std::vector<int> pack(const std::vector<std::int8_t>& codes) {
@@ -126,65 +175,134 @@ std::vector<int> pack(const std::vector<std::int8_t>& codes) {
   return words;
 }
 
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("flash_dot4: " + what);
+}
+
+// The scalar fields and the shape checks; array pointers are the caller's.
+Params scalar_params(const Dot4Inputs& in) {
+  const int ws = wave_size();  // the device's (kWaveSize is per compiled architecture)
+  require(in.q_heads > 0 && in.kv_heads > 0 && in.q_heads % in.kv_heads == 0 && in.tokens > 0,
+          "heads must be positive with q_heads a multiple of kv_heads, tokens positive");
+  require(in.dim % 4 == 0 && in.dim % ws == 0 && in.dim <= kMaxChannelsPerLane * ws,
+          "head dim " + std::to_string(in.dim) + " must be a multiple of 4 and of the wave size " + std::to_string(ws) + ", at most " +
+              std::to_string(kMaxChannelsPerLane * ws));
+  require(in.block_k % ws == 0 && in.block_k > 0 && in.block_k <= kMaxKeysPerLane * ws,
+          "key tile " + std::to_string(in.block_k) + " must be a multiple of the wave size " + std::to_string(ws) + ", at most " +
+              std::to_string(kMaxKeysPerLane * ws));
+  require(in.groups > 0 && in.dim % in.groups == 0 && (in.dim / in.groups) % 4 == 0,
+          "groups " + std::to_string(in.groups) + " must divide the head dim into multiples of 4 channels");
+  const std::size_t hn = static_cast<std::size_t>(in.tokens) * in.dim;
+  require(in.v.size() == in.kv_heads * hn, "v must hold kv_heads * tokens * dim values");
+  for (int row : in.rows) require(row >= 0 && row < in.tokens, "row " + std::to_string(row) + " outside [0, tokens)");
+  Params p;
+  p.nrows = static_cast<int>(in.rows.size());
+  p.hq = in.q_heads;
+  p.hkv = in.kv_heads;
+  p.n = in.tokens;
+  p.d = in.dim;
+  p.window = in.window;
+  p.bc = in.block_k;
+  p.groups = in.groups;
+  p.causal = in.causal;
+  p.denominator_quantized = in.denominator_quantized;
+  p.pv_fp64 = in.pv_fp64;
+  p.c = in.score_factor;
+  p.p_mult = in.p_multiplier;
+  p.pf = format_of(in.p_format);
+  return p;
+}
+
 struct DeviceInputs {
   Params p{};
   DeviceBuffers mem;
-  explicit DeviceInputs(const Dot4Inputs& in) {
-    const int ws = wave_size();  // the device's (kWaveSize is per compiled architecture)
-    if (in.dim % 4 != 0 || in.dim % ws != 0 || in.dim > kMaxChannelsPerLane * ws) {
-      throw std::invalid_argument("flash_dot4: head dim " + std::to_string(in.dim) + " must be a multiple of 4 and of the wave size, at most " +
-                                  std::to_string(kMaxChannelsPerLane * ws));
+  explicit DeviceInputs(const Dot4Inputs& in) : p(scalar_params(in)) {
+    const std::size_t qn = static_cast<std::size_t>(in.q_heads) * in.tokens, kn = static_cast<std::size_t>(in.kv_heads) * in.tokens;
+    if (in.qk == Dot4Qk::integer) {
+      require(in.q_codes.size() == qn * in.dim && in.k_codes.size() == kn * in.dim, "q_codes / k_codes must hold heads * tokens * dim codes");
+      require(in.q_scales.size() == qn * in.groups && in.k_scales.size() == kn * in.groups,
+              "q_scales / k_scales must hold heads * tokens * groups scales");
+      p.q = mem.upload(pack(in.q_codes));
+      p.k = mem.upload(pack(in.k_codes));
+      p.q_scales = mem.upload(in.q_scales);
+      p.k_scales = mem.upload(in.k_scales);
+    } else {
+      require(in.q_values.size() == qn * in.dim && in.k_values.size() == kn * in.dim, "q_values / k_values must hold heads * tokens * dim values");
+      p.qf = mem.upload(in.q_values);
+      p.kf = mem.upload(in.k_values);
     }
-    if (in.block_k % ws != 0 || in.block_k > 8 * ws) {
-      throw std::invalid_argument("flash_dot4: key tile " + std::to_string(in.block_k) + " must be a multiple of the wave size, at most " +
-                                  std::to_string(8 * ws));
-    }
-    p.q = mem.upload(pack(in.q_codes));
-    p.k = mem.upload(pack(in.k_codes));
-    p.q_scales = mem.upload(in.q_scales);
-    p.k_scales = mem.upload(in.k_scales);
     p.v = mem.upload(in.v);
     p.rows = mem.upload(in.rows);
-    p.nrows = static_cast<int>(in.rows.size());
-    p.hq = in.q_heads;
-    p.hkv = in.kv_heads;
-    p.n = in.tokens;
-    p.d = in.dim;
-    p.window = in.window;
-    p.bc = in.block_k;
-    p.causal = in.causal;
-    p.denominator_quantized = in.denominator_quantized;
-    p.c = in.score_factor;
-    p.p_mult = in.p_multiplier;
-    p.pf = format_of(in.p_format);
   }
 };
+
+// Launches on p (every pointer set) and returns [Hq, rows, d].
+std::vector<float> launch(Dot4Qk qk, Params& p, DeviceBuffers& mem, const Dot4Tuning& tuning) {
+  const std::size_t count = static_cast<std::size_t>(p.hq) * p.nrows * p.d;
+  float* out = mem.alloc<float>(count);
+  fill_bytes(out, 0xFF, sizeof(float) * count);  // NaN everywhere: every element must be written
+  p.out = out;
+  const int waves = tuning.rows_per_block;
+  require(waves >= 1 && waves * wave_size() <= 1024, "rows_per_block must be in [1, 1024 / wave size]");
+  const dim3 grid((p.nrows + waves - 1) / waves, p.hq);
+  const int block = waves * wave_size(), shared = static_cast<int>(sizeof(float)) * 2 * waves * p.bc;
+  switch (qk) {
+    case Dot4Qk::integer: flash_dot4_kernel<Dot4Qk::integer><<<grid, block, shared>>>(p); break;
+    case Dot4Qk::fp32: flash_dot4_kernel<Dot4Qk::fp32><<<grid, block, shared>>>(p); break;
+    case Dot4Qk::fp64: flash_dot4_kernel<Dot4Qk::fp64><<<grid, block, shared>>>(p); break;
+  }
+  check_launch("flash_dot4_kernel");
+  return download(out, count);
+}
 
 }  // namespace
 
 std::vector<float> flash_dot4(const Dot4Inputs& in, const Dot4Tuning& tuning) {
   DeviceInputs dev(in);
-  const std::size_t count = static_cast<std::size_t>(in.q_heads) * in.rows.size() * in.dim;
-  float* out = dev.mem.alloc<float>(count);
-  fill_bytes(out, 0xFF, sizeof(float) * count);  // NaN everywhere: every element must be written
-  dev.p.out = out;
-  const int waves = tuning.rows_per_block;
-  const dim3 grid((dev.p.nrows + waves - 1) / waves, in.q_heads);
-  flash_dot4_kernel<<<grid, waves * wave_size(), sizeof(float) * waves * in.block_k>>>(dev.p);
-  check_launch("flash_dot4_kernel");
-  return download(out, count);
+  return launch(in.qk, dev.p, dev.mem, tuning);
+}
+
+std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const Dot4Inputs& in, const Dot4Tuning& tuning) {
+  Params prm = scalar_params(in);
+  require(in.q_heads == p.q.heads && in.kv_heads == p.k.heads && in.tokens == p.q.tokens && in.dim == p.q.dim,
+          "the inputs' shape must be the problem's");
+  DeviceBuffers mem;
+  const float* q = mem.upload(p.q.data);
+  const float* k = mem.upload(p.k.data);
+  PrepareOptions opt;
+  opt.with_v = false;  // V reaches this kernel as values, rounded on the host
+  const DevicePrepared pr = prepare_device(q, k, nullptr, p.q.heads, p.k.heads, p.q.tokens, p.q.dim, r, mem, opt);
+  // int8 codes [H][N][d] with d % 4 == 0 are the packed words' bytes in order (little endian).
+  prm.q = reinterpret_cast<const int*>(pr.q_codes);
+  prm.k = reinterpret_cast<const int*>(pr.k_codes);
+  prm.q_scales = pr.q_scales;
+  prm.k_scales = pr.k_scales;
+  prm.groups = 1;
+  if (r.k_smoothing == KSmoothing::block_mean_corrected) {
+    prm.q_rot = pr.q_float;
+    prm.k_means = pr.k_block_means;
+    prm.mean_block = k_mean_block_size(r);
+    prm.mean_blocks = pr.k_mean_blocks;
+  }
+  prm.v = mem.upload(in.v);
+  prm.rows = mem.upload(in.rows);
+  return launch(Dot4Qk::integer, prm, mem, tuning);
 }
 
 std::vector<int> dot4_logits(const Dot4Inputs& in, const std::vector<int>& h, const std::vector<int>& i, const std::vector<int>& j) {
+  require(in.qk == Dot4Qk::integer, "dot4_logits needs integer Q and K");
   DeviceInputs dev(in);
   const int* hs = dev.mem.upload(h);
   const int* is = dev.mem.upload(i);
   const int* js = dev.mem.upload(j);
-  int* res = dev.mem.alloc<int>(h.size());
-  logits_kernel<<<(static_cast<int>(h.size()) + 127) / 128, 128>>>(dev.p, hs, is, js, static_cast<int>(h.size()), res);
+  const int count = static_cast<int>(h.size());
+  int* res = dev.mem.alloc<int>(static_cast<std::size_t>(count) * in.groups);
+  logits_kernel<<<(count * in.groups + 127) / 128, 128>>>(dev.p, hs, is, js, count, res);
   check_launch("logits_kernel");
-  return download(res, h.size());
+  return download(res, static_cast<std::size_t>(count) * in.groups);
 }
+
+int dot4_wave_size() { return wave_size(); }
 
 std::string device_name() { return query_device_name(); }
 

@@ -1,19 +1,40 @@
 #pragma once
-// Host interface of the generic dot4 flash-attention kernel family (runs on any GPU with a dot4
-// instruction or its fallback): int8 Q/K codes with one scale per token (or per tensor, expanded),
-// P quantized with a static multiplier through the lab's shared codec, V as values, fp32 PV.
+// Host interface of the generic flash-attention family (runs on any GPU: dot4 instruction or its
+// fallback, scalar fp32/fp64 otherwise). It covers the recipes the matrix kernels do not, with the
+// emulator's operations in the emulator's order:
+//   S = Q K^T  integer codes (int8, int4: dot4, int32, exact) with one fp32 scale per (head, token,
+//              group of channels), groups summed in fp32 as llama.cpp's blocks; or float values
+//              (any float format, rounded or scaled, as the emulator multiplies them) summed channel
+//              by channel in fp32 (multiply, then add) or in float64 (exact products, fp64 adds);
+//              plus q . mu_b for block means with correction (from the unquantized Q).
+//   P          against the running max, through the lab's shared scalar codec (any format, a unit
+//              scale or a static multiplier); the denominator summed key by key.
+//   O += P V   V as values (rounded or dequantized by the host), key by key in fp32, or per key tile
+//              in float64 then added into the fp32 O (the emulator's "exact" accumulator).
+// exp2 is the emulator's exp2_rn (kernels/formats/exp2.hpp): a float64 exp2 rounded once.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "kernels/formats/format.hpp"
+#include "kernels/problem/problem.hpp"
+#include "kernels/recipe/recipe.hpp"
 
 namespace qattn::gpu {
 
+enum class Dot4Qk : std::uint8_t {
+  integer,  // q_codes / k_codes with q_scales / k_scales
+  fp32,     // q_values / k_values, fp32 multiply then fp32 add, channels in order
+  fp64,     // q_values / k_values, exact products summed in float64, channels in order
+};
+
 struct Dot4Inputs {
   int q_heads = 0, kv_heads = 0, tokens = 0, dim = 0;  // dim a multiple of 4 and of the wave size
-  std::vector<std::int8_t> q_codes, k_codes;           // [H, N, d]
-  std::vector<float> q_scales, k_scales;               // [H, N]
+  Dot4Qk qk = Dot4Qk::integer;
+  int groups = 1;                                      // integer QK: scale groups along d (d / groups % 4 == 0)
+  std::vector<std::int8_t> q_codes, k_codes;           // integer QK: [H, N, d] (int8 or int4 values)
+  std::vector<float> q_scales, k_scales;               // integer QK: [H, N, groups]
+  std::vector<float> q_values, k_values;               // float QK: [H, N, d]
   std::vector<float> v;                                // [Hkv, N, d] values as the emulator multiplies them
   std::vector<int> rows;                               // query rows to evaluate
   bool causal = false;
@@ -22,6 +43,7 @@ struct Dot4Inputs {
   FormatId p_format = FormatId::e4m3;
   float p_multiplier = 448;
   bool denominator_quantized = true;
+  bool pv_fp64 = false;                                // PV: false fp32 key by key; true float64 per tile
   int block_k = 64;                                    // key tile (multiple of the wave size)
 };
 
@@ -29,11 +51,22 @@ struct Dot4Tuning {
   int rows_per_block = 4;  // waves per thread block; never changes results
 };
 
-// Runs the kernel; returns [Hq, rows, d]. Throws std::runtime_error on a CUDA/HIP error.
+// Runs the kernel; returns [Hq, rows, d]. Throws std::invalid_argument on unsupported shapes and
+// std::runtime_error on a CUDA/HIP error.
 std::vector<float> flash_dot4(const Dot4Inputs& in, const Dot4Tuning& tuning = {});
 
-// Test hook: the int32 logit of query (h, i) against key j, computed by the device's dot4 path.
+// From raw fp32 Q and K to the output: the preparation kernels (prepare.cu: rotation, K smoothing,
+// int8 Q/K) feed the kernel on the device; K block means with correction add q . mu_b from the
+// rotated, unquantized Q. `in` carries V, the rows, masks and P (its Q/K fields are ignored).
+// Returns [Hq, rows, d].
+std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const Dot4Inputs& in, const Dot4Tuning& tuning = {});
+
+// Test hook: the int32 logits of query (h, i) against key j, one per scale group, computed by the
+// device's dot4 path: [count][groups].
 std::vector<int> dot4_logits(const Dot4Inputs& in, const std::vector<int>& h, const std::vector<int>& i, const std::vector<int>& j);
+
+// The wave size of the current device (what the kernel's shape limits are multiples of).
+int dot4_wave_size();
 
 std::string device_name();
 

@@ -414,7 +414,7 @@ void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, 
   check_launch("quantize_v_kernel");
 }
 
-std::string prepare_not_covered(const Recipe& r, int dim) {
+std::string prepare_not_covered(const Recipe& r, int dim, bool with_v) {
   for (const OperandQuant* o : {&r.q, &r.k}) {
     const Granularity g = o->spec.granularity;
     if (o->unit_scale || o->spec.format != FormatId::int8 ||
@@ -423,8 +423,8 @@ std::string prepare_not_covered(const Recipe& r, int dim) {
     }
   }
   const Granularity vg = r.v.spec.granularity;
-  if (r.v.spec.format != FormatId::e4m3 ||
-      !(r.v.unit_scale || vg == Granularity::tensor || vg == Granularity::head || vg == Granularity::channel)) {
+  if (with_v && (r.v.spec.format != FormatId::e4m3 ||
+      !(r.v.unit_scale || vg == Granularity::tensor || vg == Granularity::head || vg == Granularity::channel))) {
     return "V: the preparation kernels write e4m3 codes with a unit scale or tensor, head or channel scales";
   }
   if (r.rotation == Rotation::hadamard && (!is_power_of_two(dim) || dim > kMaxHadamardDim)) {
@@ -442,7 +442,7 @@ DevicePrepared prepare_device(const float* q, const float* k, const float* v, in
   if (q_heads <= 0 || kv_heads <= 0 || q_heads % kv_heads != 0 || tokens <= 0 || dim <= 0) {
     throw std::invalid_argument("prepare_device: heads must be positive with q_heads a multiple of kv_heads, tokens and dim positive");
   }
-  const std::string why = prepare_not_covered(r, dim);
+  const std::string why = prepare_not_covered(r, dim, opt.with_v);
   if (!why.empty()) throw std::invalid_argument("prepare_device: " + why);
   DevicePrepared d;
   d.q_heads = q_heads;
@@ -470,6 +470,7 @@ DevicePrepared prepare_device(const float* q, const float* k, const float* v, in
   d.k_codes = mem.alloc<std::int8_t>(static_cast<std::size_t>(kv_heads) * d.k_rows * dim);
   d.k_scales = mem.alloc<float>(static_cast<std::size_t>(kv_heads) * d.k_rows);
   quantize_rows_int8(d.k_float, kv_heads, tokens, dim, r.k.spec, d.k_codes, d.k_scales, d.k_rows);
+  if (!opt.with_v) return d;
   d.vt = mem.alloc<std::uint8_t>(static_cast<std::size_t>(kv_heads) * dim * d.padded * vt_element_bytes(d.vt_layout));
   d.v_scales = mem.alloc<float>(static_cast<std::size_t>(kv_heads) * dim);
   quantize_v_e4m3_transposed(v, kv_heads, tokens, dim, r.v, d.vt, d.v_scales, d.vt_layout);
@@ -500,8 +501,10 @@ PreparedHost prepare_on_device(const Problem& p, const Recipe& r, const PrepareO
   h.q_scales = download(d.q_scales, hq * n);
   h.k_codes = download(d.k_codes, hkv * d.k_rows * dim);
   h.k_scales = download(d.k_scales, hkv * d.k_rows);
-  h.vt = download(d.vt, hkv * dim * d.padded * vt_element_bytes(d.vt_layout));
-  h.v_scales = download(d.v_scales, hkv * dim);
+  if (d.vt != nullptr) {
+    h.vt = download(d.vt, hkv * dim * d.padded * vt_element_bytes(d.vt_layout));
+    h.v_scales = download(d.v_scales, hkv * dim);
+  }
   return h;
 }
 

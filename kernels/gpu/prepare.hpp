@@ -74,14 +74,17 @@ void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, 
 int padded_tokens(int tokens);
 
 // Why the preparation kernels cannot produce the recipe's operands ("" when they can): Q and K int8
-// (tensor, head, token or block scales), V e4m3 (unit, tensor, head or channel scales), rotation none
-// or hadamard (power-of-two d <= kMaxHadamardDim), any K smoothing; no Q or V smoothing.
-std::string prepare_not_covered(const Recipe& r, int dim);
+// (tensor, head, token or block scales), V e4m3 (unit, tensor, head or channel scales; only when
+// with_v), rotation none or hadamard (power-of-two d <= kMaxHadamardDim), any K smoothing; no Q or
+// V smoothing.
+std::string prepare_not_covered(const Recipe& r, int dim, bool with_v = true);
 
 struct PrepareOptions {
   bool pad_k_rows = false;  // K codes and scales with Np rows (zero rows past N), as flash_mma.cu's
                             // host path uploads K; false: N rows, as flash_mma.hpp documents
   VtLayout vt_layout = VtLayout::fp16_widened;
+  bool with_v = true;       // false: Q and K only (vt and v_scales stay null; v may be null), for a
+                            // kernel that reads V as values the host rounded (flash_dot4)
 };
 
 // What prepare_device leaves on the device: plain pointers into buffers owned by the DeviceBuffers

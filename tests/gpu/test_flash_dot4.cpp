@@ -1,11 +1,12 @@
-// GPU kernels against the emulator (labelled gpu; run on the H200 machine). Random inputs are fresh
-// each run (the seed is printed) and the shipped real dump is used too.
+// The generic GPU family (flash_dot4) against the emulator (labelled gpu; run on the H200 machine).
+// Random inputs are fresh each run (the seed is printed) and the shipped real dump is used too.
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 
 #include "harness/io/dataset_file.hpp"
+#include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/gpu/dispatch.hpp"
@@ -19,27 +20,47 @@ using namespace qattn;
 
 namespace {
 
-Recipe dot4_recipe(FormatId p_format, double multiplier) {
-  Recipe r;
-  r.q.unit_scale = r.k.unit_scale = false;
-  r.q.spec.format = r.k.spec.format = FormatId::int8;
-  r.q.spec.granularity = r.k.spec.granularity = Granularity::token;
-  r.p.unit_scale = false;
-  r.p.spec.format = p_format;
-  r.p.spec.rule = ScaleRule::static_multiplier;
-  r.p.spec.multiplier = multiplier;
-  r.v.spec.format = FormatId::fp32;
-  r.v.unit_scale = true;
-  r.qk_acc.kind = Accumulator::Kind::exact;
-  r.pv_acc.kind = Accumulator::Kind::fp32;
-  r.tiles.block_k = 64;
-  return r;
+// Every QK^T, P and V format class the family takes, host-quantized (no preparation).
+const char* const kFormatRecipes[] = {
+    "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448",
+    "q=int8/token k=int8/token acc.qk=exact p=int8/static:127",
+    "q=int4/group:32 k=int4/group:32 acc.qk=exact p=e4m3/static:448 v=e4m3/channel",
+    "q=int4/token k=int4/token acc.qk=exact p=e4m3fnuz/static:240",
+    "q=int8/block:64 k=int8/head acc.qk=exact p=int8/static:127 v=int8/channel",
+    "q=e4m3/token k=e4m3/token p=e4m3/static:448 v=e4m3/channel",
+    "q=bf16 k=bf16 p=bf16 v=bf16 acc.qk=exact acc.pv=exact",
+    "q=fp16 k=fp16 p=fp16 v=fp16 denominator=float",
+    "q=fp32 k=fp32 p=fp32 v=fp32",
+};
+
+// K smoothing and rotation: Q and K from the preparation kernels.
+const char* const kPreparedRecipes[] = {
+    "q=int8/token k=int8/token ksmooth=global acc.qk=exact p=int8/static:127",
+    "q=int8/token k=int8/token ksmooth=block acc.qk=exact p=e4m3/static:448",
+    "q=int8/token k=int8/token ksmooth=block_corrected ksmooth_block=128 acc.qk=exact p=e4m3/static:448",
+    "q=int8/token k=int8/token ksmooth=running acc.qk=exact p=e4m3/static:448 v=int8/channel",
+    "q=int8/block:64 k=int8/head rotation=hadamard ksmooth=global acc.qk=exact p=e4m3/static:448",
+};
+
+std::vector<float> run_family(const Problem& p, const Recipe& r, const gpu::Dot4Tuning& tuning = {}) {
+  INFO(gpu::dot4_not_covered(p, r));
+  REQUIRE(gpu::dot4_not_covered(p, r).empty());
+  const gpu::Dot4Inputs in = gpu::make_inputs(p, r);
+  const bool prepared = r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none;
+  return prepared ? gpu::flash_dot4_prepared(p, r, in, tuning) : gpu::flash_dot4(in, tuning);
 }
 
-gpu::Dot4Inputs inputs(const Problem& p, const Recipe& r) { return gpu::make_inputs(p, r); }
+void check(const Problem& p, const char* recipe, const std::string& what) {
+  const Recipe r = recipe_from_string(recipe);
+  test::check_against_emulator(p, r, run_family(p, r), (what + " [" + recipe + "]").c_str());
+}
 
-void check_against_emulator(const Problem& p, const Recipe& r, const char* what) {
-  test::check_against_emulator(p, r, gpu::flash_dot4(inputs(p, r)), what);
+// Random Q, K, V with K's channels offset (real keys' outlier channels), so that K smoothing matters.
+Problem offset_problem(int hq, int hkv, int n, int d, std::uint64_t seed) {
+  Problem p = test::random_problem(hq, hkv, n, d, seed);
+  for (float& x : p.q.data) x *= 2.0f;
+  for (std::size_t e = 0; e < p.k.data.size(); ++e) p.k.data[e] += 0.5f * static_cast<float>(e % d % 7);
+  return p;
 }
 
 }  // namespace
@@ -47,8 +68,7 @@ void check_against_emulator(const Problem& p, const Recipe& r, const char* what)
 TEST_CASE("dot4 kernel: integer logits equal the emulator's bit for bit", "[gpu]") {
   const std::uint64_t seed = std::random_device{}();
   std::printf("seed %llu on %s\n", static_cast<unsigned long long>(seed), gpu::device_name().c_str());
-  Problem p = test::random_problem(4, 2, 300, 64, seed);
-  const Recipe r = dot4_recipe(FormatId::e4m3, 448);
+  const Problem p = test::random_problem(4, 2, 300, 64, seed);
   std::vector<int> hs, is, js;
   std::mt19937_64 gen(seed);
   for (int t = 0; t < 2000; ++t) {
@@ -56,25 +76,49 @@ TEST_CASE("dot4 kernel: integer logits equal the emulator's bit for bit", "[gpu]
     is.push_back(static_cast<int>(gen() % 300));
     js.push_back(static_cast<int>(gen() % 300));
   }
-  const std::vector<int> got = gpu::dot4_logits(inputs(p, r), hs, is, js);
-  for (int t = 0; t < 2000; ++t) REQUIRE(got[t] == integer_logits(p, r, hs[t], is[t], js[t])[0]);
+  for (const char* text : {"q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448", "q=int4/group:32 k=int4/group:32 acc.qk=exact"}) {
+    INFO(text);
+    const Recipe r = recipe_from_string(text);
+    const gpu::Dot4Inputs in = gpu::make_inputs(p, r);
+    const std::vector<int> got = gpu::dot4_logits(in, hs, is, js);
+    REQUIRE(got.size() == hs.size() * in.groups);
+    for (int t = 0; t < 2000; ++t) {
+      const std::vector<int> want = integer_logits(p, r, hs[t], is[t], js[t]);
+      REQUIRE(static_cast<int>(want.size()) == in.groups);
+      for (int g = 0; g < in.groups; ++g) REQUIRE(got[static_cast<std::size_t>(t) * in.groups + g] == want[g]);
+    }
+  }
 }
 
-TEST_CASE("dot4 kernel vs emulator on random inputs, ragged shapes, masks and P formats", "[gpu]") {
+TEST_CASE("dot4 kernel vs emulator: every format class, ragged shapes and masks", "[gpu]") {
   const std::uint64_t seed = std::random_device{}();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  for (int d : {64, 128, 256}) {  // 256: Gemma 3's head dim
-    Problem p = test::random_problem(4, 2, 1000, d, seed + d);  // 1000: not a multiple of the tile
-    for (float& x : p.q.data) x *= 2.0f;
-    p.causal = true;
-    const std::string dim = "d=" + std::to_string(d);
-    check_against_emulator(p, dot4_recipe(FormatId::e4m3, 448), (dim + " causal e4m3 P").c_str());
-    check_against_emulator(p, dot4_recipe(FormatId::int8, 127), (dim + " causal int8 P").c_str());
-    p.causal = false;
-    p.window = 200;
-    p.rows = RowSelection::sample_of(300, seed);
-    check_against_emulator(p, dot4_recipe(FormatId::e4m3fnuz, 240), (dim + " window e4m3fnuz P").c_str());
+  Problem p = offset_problem(4, 2, 1000, 128, seed);  // 1000: not a multiple of the tile
+  p.causal = true;
+  for (const char* r : kFormatRecipes) check(p, r, "d=128 causal");
+  p.causal = false;
+  p.window = 200;
+  p.rows = RowSelection::sample_of(300, seed);
+  for (const char* r : kFormatRecipes) check(p, r, "d=128 window");
+  for (int d : {64, 256}) {  // 256: Gemma 3's head dim
+    Problem q = offset_problem(4, 1, 700, d, seed + d);
+    q.causal = true;
+    const std::string dim = "d=" + std::to_string(d) + " causal";
+    check(q, kFormatRecipes[0], dim);
+    check(q, kFormatRecipes[2], dim);
+    check(q, kFormatRecipes[5], dim);
   }
+}
+
+TEST_CASE("dot4 kernel vs emulator: K smoothing and rotation from the preparation kernels", "[gpu]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Problem p = offset_problem(4, 2, 900, 128, seed);
+  p.causal = true;
+  for (const char* r : kPreparedRecipes) check(p, r, "d=128 causal");
+  p.causal = false;
+  p.rows = RowSelection::sample_of(200, seed);
+  for (const char* r : kPreparedRecipes) check(p, r, "d=128 full");
 }
 
 TEST_CASE("dot4 kernel vs emulator on the shipped real dump", "[gpu]") {
@@ -82,17 +126,36 @@ TEST_CASE("dot4 kernel vs emulator on the shipped real dump", "[gpu]") {
   SliceRequest req;
   req.tokens = 2048;
   for (const char* layer : {"0", "15", "29"}) {
-    const LayerSlice s = load_layer(info, layer, req);
-    check_against_emulator(s.problem, dot4_recipe(FormatId::e4m3, 448), layer);
+    LayerSlice s = load_layer(info, layer, req);
+    s.problem.rows = RowSelection::sample_of(256, 1);
+    check(s.problem, kFormatRecipes[0], std::string("layer ") + layer);
+    check(s.problem, kPreparedRecipes[0], std::string("layer ") + layer);
+    check(s.problem, "q=bf16 k=bf16 p=bf16 v=bf16", std::string("layer ") + layer);
   }
 }
 
+TEST_CASE("dot4 kernel: the quickstart's recipes the matrix kernels leave are covered", "[gpu]") {
+  const Problem p = test::random_problem(2, 1, 64, 64, 3);
+  for (const char* text : {"q=fp32 k=fp32 p=fp32 v=fp32", "q=bf16 k=bf16 p=bf16 v=bf16", "q=int8/token k=int8/token ksmooth=global acc.qk=exact",
+                           "q=int8/token k=int8/token ksmooth=global acc.qk=exact p=int8/static:127"}) {
+    INFO(text);
+    CHECK(gpu::not_covered(p, recipe_from_string(text)).empty());
+  }
+  // Not covered, with the reason: Q smoothing, a matrix-unit accumulator model, split-K.
+  CHECK(gpu::dot4_not_covered(p, recipe_from_string("q=int8/token k=int8/token qsmooth=1 acc.qk=exact")).find("smoothing") != std::string::npos);
+  CHECK(gpu::dot4_not_covered(p, recipe_from_string("q=fp16 k=fp16 acc.qk=h200_hmma")).find("QK^T of values") != std::string::npos);
+  CHECK(gpu::dot4_not_covered(p, recipe_from_string("q=int8/token k=int8/token acc.qk=exact split=4")).find("split-K") != std::string::npos);
+}
+
 TEST_CASE("dot4 kernel: tuning changes no bit", "[gpu]") {
-  Problem p = test::random_problem(2, 1, 500, 64, 7);
+  Problem p = offset_problem(2, 1, 500, 64, 7);
   p.causal = true;
-  const gpu::Dot4Inputs in = inputs(p, dot4_recipe(FormatId::e4m3, 448));
   gpu::Dot4Tuning one, eight;
   one.rows_per_block = 1;
   eight.rows_per_block = 8;
-  CHECK(gpu::flash_dot4(in, one) == gpu::flash_dot4(in, eight));
+  for (const char* text : {kFormatRecipes[0], kFormatRecipes[2], kFormatRecipes[6], kPreparedRecipes[2]}) {
+    INFO(text);
+    const Recipe r = recipe_from_string(text);
+    CHECK(run_family(p, r, one) == run_family(p, r, eight));
+  }
 }
