@@ -36,6 +36,7 @@ struct Opts {
   std::string sdpa, out;
   int split_k = 0;  // 0: chosen from the SM count
   int warps = 0;    // 0: the kernel's default tuning
+  int decode_threads = 0;  // 0: the decode kernel's default tuning
 };
 
 #if defined(QATTN_WITH_CUDA)
@@ -118,6 +119,7 @@ std::string command_line(const Opts& o) {
   for (int n : o.tokens) tokens += (tokens.empty() ? "" : ",") + std::to_string(n);
   std::string cmd = fmt::format("qattn bench gpu --reps {} --tokens {} --split-k {}", o.reps, tokens, o.split_k);
   if (o.warps > 0) cmd += fmt::format(" --warps {}", o.warps);
+  if (o.decode_threads > 0) cmd += fmt::format(" --decode-threads {}", o.decode_threads);
   if (!o.sdpa.empty()) cmd += " --sdpa " + o.sdpa;
   if (!o.out.empty()) cmd += " --out " + o.out;
   return cmd;
@@ -149,6 +151,8 @@ int run_bench_gpu(Opts& o) {
   if (!o.sdpa.empty()) sdpa = read_sdpa(o.sdpa);
   gpu::MmaTuning tuning;
   if (o.warps > 0) tuning.warps = o.warps;
+  gpu::DecodeTuning decode_tuning;
+  if (o.decode_threads > 0) decode_tuning.threads = o.decode_threads;
 
   Report r;
   std::vector<std::string> notes;
@@ -233,13 +237,14 @@ int run_bench_gpu(Opts& o) {
   for (const auto& v : verdicts) r.line("- " + v);
   if (!verdicts.empty()) r.line();
 
-  r.line(fmt::format("Decode: B={}, Hq={}, Hkv={}, N={}, d={}, one query token per sequence, split-K {}{}; median of {} launches. "
+  r.line(fmt::format("Decode: B={}, Hq={}, Hkv={}, N={}, d={}, one query token per sequence, split-K {}{}, {} threads per split "
+                     "block; median of {} launches. "
                      "GB/s = (K codes and scales + V codes and scales + Q + output bytes; split-K partials not counted) / time; "
                      "copy = a 2 GiB device-to-device copy in the same run, read + write counted.",
                      kDecodeBatch, kDecodeQHeads, kDecodeKvHeads, kDecodeTokens, kDecodeDim, o.split_k,
                      split_default ? fmt::format(" (default: the smallest power of two with B*Hkv*split >= 4 x {} SMs)", sms)
                                    : std::string(),
-                     o.reps));
+                     decode_tuning.threads, o.reps));
   r.line();
   r.line(fmt::format("| V format | ms | GB/s | copy GB/s | ratio | target >= {:.2f} | MB read | split blocks (resident per SM) |", kDecodeTarget));
   r.line("|---|---:|---:|---:|---:|---|---:|---:|");
@@ -247,7 +252,7 @@ int run_bench_gpu(Opts& o) {
     const char* name = gpu::decode_v_name(v);
     try {
       const gpu::DecodeBench b = gpu::bench_flash_decode(v, kDecodeBatch, kDecodeQHeads, kDecodeKvHeads, kDecodeTokens, kDecodeDim,
-                                                         o.split_k, o.reps);
+                                                         o.split_k, o.reps, decode_tuning);
       const double ratio = b.gbytes_per_s / b.copy_gbytes_per_s;
       r.line(fmt::format("| {} | {:.3f} | {:.0f} | {:.0f} | {:.2f} | {} | {:.1f} | {} ({}) |", name, b.ms, b.gbytes_per_s,
                          b.copy_gbytes_per_s, ratio, ratio >= kDecodeTarget ? "met" : "NOT met", b.bytes / 1e6, b.blocks,
@@ -282,6 +287,7 @@ CLI::App* add_bench_gpu_subcommand(CLI::App& bench, Action& action) {
   cmd->add_option("--out", o->out, "Also write the report (markdown) to this file");
   cmd->add_option("--split-k", o->split_k, "Decode key splits (default: fill the SMs; the value used is printed)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--warps", o->warps, "mma kernels: warps per block (default: the kernel's tuning)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--decode-threads", o->decode_threads, "decode kernel: threads per split block (default: its tuning)")->check(CLI::NonNegativeNumber);
   action = [o]() -> int {
 #if defined(QATTN_WITH_CUDA)
     return run_bench_gpu(*o);

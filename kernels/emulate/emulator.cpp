@@ -51,6 +51,30 @@ void hadamard_rows(TensorF& t) {
     }
 }
 
+namespace {
+
+// Channel means of blocks of `block` consecutive rows, subtracted (float64 sums in row order, mean
+// rounded to fp32, fp32 subtraction); returns them [heads][blocks][dim].
+std::vector<float> subtract_block_means(TensorF& t, int block) {
+  const int d = t.dim, blocks = (t.tokens + block - 1) / block;
+  std::vector<float> means(static_cast<std::size_t>(t.heads) * blocks * d, 0.0f);
+  std::vector<double> acc(d);
+  for (int h = 0; h < t.heads; ++h)
+    for (int b = 0; b < blocks; ++b) {
+      const int i0 = b * block, i1 = std::min(t.tokens, i0 + block);
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int i = i0; i < i1; ++i)
+        for (int c = 0; c < d; ++c) acc[c] += t(h, i, c);
+      float* mu = &means[(static_cast<std::size_t>(h) * blocks + b) * d];
+      for (int c = 0; c < d; ++c) mu[c] = static_cast<float>(acc[c] / (i1 - i0));
+      for (int i = i0; i < i1; ++i)
+        for (int c = 0; c < d; ++c) t(h, i, c) -= mu[c];
+    }
+  return means;
+}
+
+}  // namespace
+
 // Subtracts K's mean as the recipe says; returns the per-block means (for the q.mu correction).
 std::vector<float> smooth_k(TensorF& k, const Recipe& r) {
   const int n = k.tokens, d = k.dim;
@@ -58,33 +82,11 @@ std::vector<float> smooth_k(TensorF& k, const Recipe& r) {
   std::vector<double> acc(d);
   switch (r.k_smoothing) {
     case KSmoothing::none: break;
-    case KSmoothing::global_mean:
-      for (int h = 0; h < k.heads; ++h) {
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int j = 0; j < n; ++j)
-          for (int c = 0; c < d; ++c) acc[c] += k(h, j, c);
-        for (int j = 0; j < n; ++j)
-          for (int c = 0; c < d; ++c) k(h, j, c) -= static_cast<float>(acc[c] / n);
-      }
-      break;
+    case KSmoothing::global_mean: subtract_block_means(k, n); break;
     case KSmoothing::block_mean:
-    case KSmoothing::block_mean_corrected: {
-      const int b = r.k_smoothing_block > 0 ? r.k_smoothing_block : r.tiles.block_k;
-      const int blocks = (n + b - 1) / b;
-      block_means.assign(static_cast<std::size_t>(k.heads) * blocks * d, 0.0f);
-      for (int h = 0; h < k.heads; ++h)
-        for (int blk = 0; blk < blocks; ++blk) {
-          const int j0 = blk * b, j1 = std::min(n, j0 + b);
-          std::fill(acc.begin(), acc.end(), 0.0);
-          for (int j = j0; j < j1; ++j)
-            for (int c = 0; c < d; ++c) acc[c] += k(h, j, c);
-          float* mu = &block_means[(static_cast<std::size_t>(h) * blocks + blk) * d];
-          for (int c = 0; c < d; ++c) mu[c] = static_cast<float>(acc[c] / (j1 - j0));
-          for (int j = j0; j < j1; ++j)
-            for (int c = 0; c < d; ++c) k(h, j, c) -= mu[c];
-        }
+    case KSmoothing::block_mean_corrected:
+      block_means = subtract_block_means(k, r.k_smoothing_block > 0 ? r.k_smoothing_block : r.tiles.block_k);
       break;
-    }
     case KSmoothing::running_mean:
       // Key j is shifted by the mean of the keys before it (a decode cache's mean lags one token).
       for (int h = 0; h < k.heads; ++h) {
@@ -101,6 +103,10 @@ std::vector<float> smooth_k(TensorF& k, const Recipe& r) {
   }
   return block_means;
 }
+
+std::vector<float> smooth_q(TensorF& q, int block_q) { return subtract_block_means(q, block_q); }
+
+std::vector<float> smooth_v(TensorF& v) { return subtract_block_means(v, v.tokens); }
 
 namespace {
 
@@ -165,40 +171,14 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
   pr.k_block_means = smooth_k(k, r);
   pr.k_smooth_block = r.k_smoothing_block > 0 ? r.k_smoothing_block : r.tiles.block_k;
   if (r.k_smoothing == KSmoothing::block_mean_corrected) pr.q_float = q;
-  const int d = q.dim;
   if (r.q_smoothing) {
     // SageAttention2: each query tile subtracts its own channel mean; dS = mean_q . K^T is added
     // back to the scores in fp32 (from K before quantization).
-    const int br = r.tiles.block_q, tiles = (q.tokens + br - 1) / br;
-    pr.q_block_means.assign(static_cast<std::size_t>(q.heads) * tiles * d, 0.0f);
-    std::vector<double> acc(d);
-    for (int h = 0; h < q.heads; ++h)
-      for (int t = 0; t < tiles; ++t) {
-        const int i0 = t * br, i1 = std::min(q.tokens, i0 + br);
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int i = i0; i < i1; ++i)
-          for (int c = 0; c < d; ++c) acc[c] += q(h, i, c);
-        float* mu = &pr.q_block_means[(static_cast<std::size_t>(h) * tiles + t) * d];
-        for (int c = 0; c < d; ++c) mu[c] = static_cast<float>(acc[c] / (i1 - i0));
-        for (int i = i0; i < i1; ++i)
-          for (int c = 0; c < d; ++c) q(h, i, c) -= mu[c];
-      }
+    pr.q_block_means = smooth_q(q, r.tiles.block_q);
     pr.k_float = k;
   }
   TensorF v = p.v;
-  if (r.v_smoothing) {
-    // V's channel mean is subtracted before quantization and added back as mean * sum(P) / l.
-    pr.v_means.assign(static_cast<std::size_t>(v.heads) * d, 0.0f);
-    std::vector<double> acc(d);
-    for (int h = 0; h < v.heads; ++h) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int j = 0; j < v.tokens; ++j)
-        for (int c = 0; c < d; ++c) acc[c] += v(h, j, c);
-      for (int c = 0; c < d; ++c) pr.v_means[static_cast<std::size_t>(h) * d + c] = static_cast<float>(acc[c] / v.tokens);
-      for (int j = 0; j < v.tokens; ++j)
-        for (int c = 0; c < d; ++c) v(h, j, c) -= pr.v_means[static_cast<std::size_t>(h) * d + c];
-    }
-  }
+  if (r.v_smoothing) pr.v_means = smooth_v(v);  // added back as mean * sum(P) / l
   pr.q = prepare(q, r.q);
   pr.k = prepare(k, r.k);
   pr.v = prepare(v, r.v);

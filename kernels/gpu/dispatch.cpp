@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/emulate/accumulator.hpp"
+#include "kernels/emulate/prepare_cpu.hpp"
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
@@ -20,7 +21,7 @@ bool integer_codes(const OperandQuant& o) { return !o.unit_scale && format_of(o.
 // Scale groups along d of an integer operand (one unless group granularity).
 int scale_groups(const OperandQuant& o, int dim) { return o.spec.granularity == Granularity::group ? dim / o.spec.block : 1; }
 
-bool needs_preparation(const Recipe& r) { return r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none; }
+bool needs_preparation(const Recipe& r) { return r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none || r.q_smoothing; }
 
 }  // namespace
 
@@ -41,9 +42,8 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
   } else if (r.qk_acc.kind != Accumulator::Kind::fp32 && r.qk_acc.kind != Accumulator::Kind::exact) {
     return "QK^T of values accumulates in fp32 or exactly (float64); matrix-unit models have their own kernels";
   }
-  if (r.q_smoothing || r.v_smoothing) return "Q and V smoothing have no GPU kernel yet";
   if (needs_preparation(r)) {
-    if (!int_q) return "rotation and K smoothing run in the preparation kernels, which write int8 Q/K";
+    if (!int_q) return "rotation, K smoothing and Q smoothing run in the preparation kernels, which write int8 Q/K";
     const std::string why = prepare_not_covered(r, d, false);
     if (!why.empty()) return why;
   }
@@ -52,7 +52,7 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
   if (r.pv_acc.kind != Accumulator::Kind::fp32 && r.pv_acc.kind != Accumulator::Kind::exact) {
     return "PV accumulates in fp32 or exactly (float64); matrix-unit models have their own kernels";
   }
-  if (r.split_k != 1 || r.lazy_rescale_tau != 0) return "split-K and lazy rescale have no GPU kernel yet";
+  if (r.split_k != 1) return "split-K runs in the decode kernel (one query row per head) only";
   const int ws = dot4_wave_size();
   if (r.tiles.block_k % ws != 0 || r.tiles.block_k > 8 * ws) {
     return "the key tile must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
@@ -127,7 +127,9 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
       in.k_values = operand_values(p.k, r.k);
     }
   }
-  in.v = operand_values(p.v, r.v);
+  TensorF v = p.v;
+  if (r.v_smoothing) in.v_means = smooth_v(v);  // on the host, as V's quantization here
+  in.v = operand_values(v, r.v);
   in.rows = p.rows.resolve(p.q.tokens);
   in.causal = p.causal;
   in.window = p.window;
@@ -136,6 +138,7 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.p_multiplier = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
   in.denominator_quantized = r.denominator == Denominator::quantized_p;
   in.pv_fp64 = r.pv_acc.kind == Accumulator::Kind::exact;
+  in.lazy_rescale_tau = static_cast<float>(r.lazy_rescale_tau);
   in.block_k = r.tiles.block_k;
   return in;
 }
@@ -171,7 +174,7 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
   if (qk_fp16 && !same_accumulator(r.qk_acc, h200_hmma_accumulator())) {
     return "QK^T in fp16 accumulates as the H200's HMMA does: qk_acc must be h200_hmma";
   }
-  if (r.q_smoothing || r.v_smoothing) return "Q and V smoothing have no GPU kernel yet";
+  if (r.q_smoothing || r.v_smoothing) return "the mma kernel has no Q or V smoothing (the dot4 family has)";
   if (r.k_smoothing == KSmoothing::block_mean_corrected) return "the q . mean correction of block means has no GPU kernel yet";
   if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes have no GPU kernel yet";
   if (r.split_k != 1 || r.lazy_rescale_tau != 0) return "split-K and lazy rescale have no mma kernel";

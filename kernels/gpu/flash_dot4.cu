@@ -27,6 +27,11 @@ struct Params {
   const float* q_rot = nullptr;    // block means with correction: Q before quantization [Hq][N][d]
   const float* k_means = nullptr;  // and the K block means [Hkv][mean_blocks][d]; null: no correction
   int mean_block = 1, mean_blocks = 0;
+  const float* q_means = nullptr;  // Q smoothing: query-tile means [Hq][q_tiles][d]; null: none
+  const float* k_smooth = nullptr; // and K after smoothing, before quantization [Hkv][N][d]
+  int block_q = 1, q_tiles = 0;
+  const float* v_means = nullptr;  // V smoothing: [Hkv][d]; null: none
+  float tau = 0;
   const float* v = nullptr;
   const int* rows = nullptr;
   float* out = nullptr;
@@ -72,6 +77,14 @@ __device__ float raw_score(const Params& p, int h, int kh, int i, int j) {
       s = static_cast<float>(t);
     }
   }
+  if (p.q_means != nullptr) {
+    // The smoothed Q lost its tile mean: dS = mean_q . k, in fp32, from K before quantization.
+    const float* mu = p.q_means + (static_cast<long>(h) * p.q_tiles + i / p.block_q) * p.d;
+    const float* kr = p.k_smooth + (static_cast<long>(kh) * p.n + j) * p.d;
+    float ds = 0.0f;
+    for (int c = 0; c < p.d; ++c) ds += mu[c] * kr[c];
+    s += ds;
+  }
   if (p.k_means != nullptr) {
     // A per-block K mean is exact under softmax only with q . mu_b added back, in fp32.
     const float* qa = p.q_rot + (static_cast<long>(h) * p.n + i) * p.d;
@@ -100,7 +113,7 @@ __global__ void flash_dot4_kernel(Params p) {
     if (!p.causal) hi = min(p.n, i + p.window);
   }
   const float neg_inf = -INFINITY;
-  float m = neg_inf, l = 0.0f;
+  float m = neg_inf, l = 0.0f, lp = 0.0f;  // lp: the sum of P that multiplies V (V smoothing)
   float o[kMaxChannelsPerLane];
   for (int u = 0; u < kMaxChannelsPerLane; ++u) o[u] = 0.0f;
 
@@ -116,7 +129,8 @@ __global__ void flash_dot4_kernel(Params p) {
       tile_max = fmaxf(tile_max, s);
     }
     tile_max = wave_max(tile_max);
-    const float m_new = fmaxf(m, tile_max);
+    float m_new = fmaxf(m, tile_max);
+    if (p.tau > 0 && m != neg_inf && m_new - m <= p.tau) m_new = m;  // lazy: P may reach 2^tau
     if (m_new == neg_inf) continue;
     const float alpha = m == neg_inf ? 0.0f : exp2_rn(m - m_new);
     // Online softmax: P against the running max, quantized with its static multiplier.
@@ -133,6 +147,11 @@ __global__ void flash_dot4_kernel(Params p) {
     float row_sum = 0.0f;  // every lane the same sum, key by key as the emulator
     for (int jj = 0; jj < w; ++jj) row_sum += pt[jj];
     l = alpha * l + row_sum;
+    if (p.v_means != nullptr) {
+      float pq_sum = 0.0f;
+      for (int jj = 0; jj < w; ++jj) pq_sum += pq[jj];
+      lp = alpha * lp + pq_sum;
+    }
     // O = O * alpha, then O += P V: this lane's channels, keys in order.
     for (int u = 0; u * kWaveSize < p.d; ++u) {
       const int c = lane + u * kWaveSize;
@@ -154,7 +173,8 @@ __global__ void flash_dot4_kernel(Params p) {
   const float denom = p.denominator_quantized ? l : l * p.p_mult;
   for (int u = 0; u * kWaveSize < p.d; ++u) {
     const int c = lane + u * kWaveSize;
-    p.out[(static_cast<long>(h) * p.nrows + r) * p.d + c] = o[u] / denom;
+    const float o_c = p.v_means == nullptr ? o[u] : o[u] + p.v_means[static_cast<long>(kh) * p.d + c] * lp;
+    p.out[(static_cast<long>(h) * p.nrows + r) * p.d + c] = o_c / denom;
   }
 }
 
@@ -194,6 +214,7 @@ Params scalar_params(const Dot4Inputs& in) {
           "groups " + std::to_string(in.groups) + " must divide the head dim into multiples of 4 channels");
   const std::size_t hn = static_cast<std::size_t>(in.tokens) * in.dim;
   require(in.v.size() == in.kv_heads * hn, "v must hold kv_heads * tokens * dim values");
+  require(in.v_means.empty() || in.v_means.size() == static_cast<std::size_t>(in.kv_heads) * in.dim, "v_means must be empty or hold kv_heads * dim means");
   for (int row : in.rows) require(row >= 0 && row < in.tokens, "row " + std::to_string(row) + " outside [0, tokens)");
   Params p;
   p.nrows = static_cast<int>(in.rows.size());
@@ -207,6 +228,7 @@ Params scalar_params(const Dot4Inputs& in) {
   p.causal = in.causal;
   p.denominator_quantized = in.denominator_quantized;
   p.pv_fp64 = in.pv_fp64;
+  p.tau = in.lazy_rescale_tau;
   p.c = in.score_factor;
   p.p_mult = in.p_multiplier;
   p.pf = format_of(in.p_format);
@@ -232,6 +254,7 @@ struct DeviceInputs {
       p.kf = mem.upload(in.k_values);
     }
     p.v = mem.upload(in.v);
+    if (!in.v_means.empty()) p.v_means = mem.upload(in.v_means);
     p.rows = mem.upload(in.rows);
   }
 };
@@ -278,13 +301,20 @@ std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const 
   prm.q_scales = pr.q_scales;
   prm.k_scales = pr.k_scales;
   prm.groups = 1;
+  if (r.q_smoothing) {
+    prm.q_means = pr.q_block_means;
+    prm.k_smooth = pr.k_float;
+    prm.block_q = r.tiles.block_q;
+    prm.q_tiles = pr.q_tiles;
+  }
   if (r.k_smoothing == KSmoothing::block_mean_corrected) {
-    prm.q_rot = pr.q_float;
+    prm.q_rot = pr.q_rot;
     prm.k_means = pr.k_block_means;
     prm.mean_block = k_mean_block_size(r);
     prm.mean_blocks = pr.k_mean_blocks;
   }
   prm.v = mem.upload(in.v);
+  if (!in.v_means.empty()) prm.v_means = mem.upload(in.v_means);
   prm.rows = mem.upload(in.rows);
   return launch(Dot4Qk::integer, prm, mem, tuning);
 }

@@ -6,11 +6,14 @@
 //              group of channels), groups summed in fp32 as llama.cpp's blocks; or float values
 //              (any float format, rounded or scaled, as the emulator multiplies them) summed channel
 //              by channel in fp32 (multiply, then add) or in float64 (exact products, fp64 adds);
-//              plus q . mu_b for block means with correction (from the unquantized Q).
-//   P          against the running max, through the lab's shared scalar codec (any format, a unit
-//              scale or a static multiplier); the denominator summed key by key.
+//              plus mean_q . k (SageAttention2's Q smoothing, from K before quantization) and
+//              q . mu_b (K block means with correction, from the unquantized Q), each in fp32.
+//   P          against the running max (kept while it grows by at most tau: lazy rescale),
+//              through the lab's shared scalar codec (any format, a unit scale or a static
+//              multiplier); the denominator summed key by key.
 //   O += P V   V as values (rounded or dequantized by the host), key by key in fp32, or per key tile
-//              in float64 then added into the fp32 O (the emulator's "exact" accumulator).
+//              in float64 then added into the fp32 O (the emulator's "exact" accumulator); with V
+//              smoothing, mean_v * sum(P) added before the division.
 // exp2 is the emulator's exp2_rn (kernels/formats/exp2.hpp): a float64 exp2 rounded once.
 #include <cstdint>
 #include <string>
@@ -44,6 +47,8 @@ struct Dot4Inputs {
   float p_multiplier = 448;
   bool denominator_quantized = true;
   bool pv_fp64 = false;                                // PV: false fp32 key by key; true float64 per tile
+  std::vector<float> v_means;                          // V smoothing: [Hkv, d] (V above is minus these); empty: none
+  float lazy_rescale_tau = 0;                          // 0: rescale whenever the max grows
   int block_k = 64;                                    // key tile (multiple of the wave size)
 };
 
@@ -56,8 +61,7 @@ struct Dot4Tuning {
 std::vector<float> flash_dot4(const Dot4Inputs& in, const Dot4Tuning& tuning = {});
 
 // From raw fp32 Q and K to the output: the preparation kernels (prepare.cu: rotation, K smoothing,
-// int8 Q/K) feed the kernel on the device; K block means with correction add q . mu_b from the
-// rotated, unquantized Q. `in` carries V, the rows, masks and P (its Q/K fields are ignored).
+// Q smoothing, int8 Q/K) feed the kernel on the device. `in` carries V, the rows, masks and P (its Q/K fields are ignored).
 // Returns [Hq, rows, d].
 std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const Dot4Inputs& in, const Dot4Tuning& tuning = {});
 

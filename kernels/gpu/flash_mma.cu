@@ -455,11 +455,13 @@ std::vector<float> flash_mma_prepared(const Problem& p, const Recipe& r, const M
   const float* v = mem.upload(p.v.data);
   const int d = p.q.dim;
   // K with Np rows and V widened to fp16: the layouts the kernel reads (flash_mma.hpp).
-  const DevicePrepared pr = prepare_device(q, k, v, p.q.heads, p.k.heads, p.q.tokens, d, r, mem, PrepareOptions{true, VtLayout::fp16_widened});
+  PrepareOptions opt;
+  opt.pad_k_rows = true;
+  const DevicePrepared pr = prepare_device(q, k, v, p.q.heads, p.k.heads, p.q.tokens, d, r, mem, opt);
   Params prm{};
   prm.q = reinterpret_cast<const std::uint8_t*>(pr.q_codes);
   prm.k = reinterpret_cast<const std::uint8_t*>(pr.k_codes);
-  prm.vt = pr.vt;
+  prm.vt = reinterpret_cast<const std::uint8_t*>(pr.vt);
   prm.q_scales = pr.q_scales;
   prm.k_scales = pr.k_scales;
   prm.v_scales = pr.v_scales;

@@ -24,16 +24,6 @@ enum class PvType : std::uint8_t { e4m3, fp16 };
 
 inline constexpr int kMmaKeyTile = 64;  // Bc of the mma family; a covered recipe has tiles.block_k = 64
 
-// Position within a group of 32 keys at which key k (0..31) goes in an 8-bit V layout for a native
-// e4m3 mma.sync (prepare.cu's VtLayout::e4m3_mma_order; flash_mma itself now reads fp16 V).
-constexpr int mma_key_order(int k) {
-  // Lane quad q holds keys 8t + 2q + {0,1} of S (t = 0..3). The e4m3 A operand's word 0 holds
-  // columns 4q + {0..3}, word 2 columns 16 + 4q + {0..3}; on sm_90 the instruction runs as two
-  // HMMAs over the columns with c % 4 in {0,1}, then {2,3}. Key 8t + 2q + e at 16 (t % 2) + 4q +
-  // 2 (t / 2) + e needs no shuffle and sends keys 0-15 to the first HMMA, 16-31 to the second.
-  return 16 * ((k / 8) % 2) + 4 * ((k % 8) / 2) + 2 * ((k / 8) / 2) + (k % 2);
-}
-
 struct MmaInputs {
   QkType qk = QkType::int8;
   PvType pv = PvType::e4m3;

@@ -8,7 +8,7 @@
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
-#include "kernels/gpu/flash_mma.hpp"  // mma_key_order, kMmaKeyTile
+#include "kernels/gpu/flash_mma.hpp"  // kMmaKeyTile
 #include "kernels/gpu/platform.hpp"
 #include "kernels/gpu/prepare.hpp"
 
@@ -179,17 +179,15 @@ struct VQuantParams {
   const float* v;
   const float* scale;  // per group (null for a unit scale)
   const float* inv;
-  std::uint8_t* vt;
+  std::uint16_t* vt;
   float* v_scales;
   int heads, n, np, d;
-  bool unit, widen;  // widen: fp16 bits of the e4m3 value, keys in order
+  bool unit;
   ChannelGroup group;
   Format f;
-  int key_position[32];  // mma_key_order
 };
 
-// One thread per element of V [h][j][c]: its code lands at Vt[h][c][32 (j / 32) + order(j % 32)], or
-// its value widened to fp16 at Vt[h][c][j].
+// One thread per element of V [h][j][c]: its value widened to fp16 lands at Vt[h][c][j].
 __global__ void quantize_v_kernel(VQuantParams p) {
   const long t = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= static_cast<long>(p.heads) * p.n * p.d) return;
@@ -204,14 +202,7 @@ __global__ void quantize_v_kernel(VQuantParams p) {
   }
   const float x = p.v[t];
   const std::uint32_t code = p.unit ? encode(p.f, static_cast<double>(x)) : qattn::quantize(p.f, x, p.inv[g]);
-  const long dst = (static_cast<long>(h) * p.d + c) * p.np;
-  if (p.widen) {
-    const std::uint32_t half = encode(format_of(FormatId::fp16), decode(p.f, code));
-    p.vt[2 * (dst + j)] = static_cast<std::uint8_t>(half & 0xFFu);
-    p.vt[2 * (dst + j) + 1] = static_cast<std::uint8_t>((half >> 8) & 0xFFu);
-  } else {
-    p.vt[dst + (j / 32) * 32 + p.key_position[j % 32]] = static_cast<std::uint8_t>(code & 0xFFu);
-  }
+  p.vt[(static_cast<long>(h) * p.d + c) * p.np + j] = static_cast<std::uint16_t>(encode(format_of(FormatId::fp16), decode(p.f, code)));
   if (j == 0) p.v_scales[static_cast<long>(h) * p.d + c] = p.unit ? 1.0f : p.scale[g];
 }
 
@@ -357,8 +348,8 @@ void quantize_rows_int8(const float* x, int heads, int tokens, int dim, const Qu
   check_launch("quantize_rows_kernel");
 }
 
-void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, const OperandQuant& vq, std::uint8_t* vt,
-                                float* v_scales, VtLayout layout) {
+void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, const OperandQuant& vq, std::uint16_t* vt,
+                                float* v_scales) {
   const long total = check_total(heads, tokens, dim, "quantize_v_e4m3_transposed");
   const QuantSpec& spec = vq.spec;
   const Granularity g = spec.granularity;
@@ -377,9 +368,7 @@ void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, 
   p.np = padded_tokens(tokens);
   p.d = dim;
   p.unit = vq.unit_scale;
-  p.widen = layout == VtLayout::fp16_widened;
   p.f = format_of(FormatId::e4m3);
-  for (int k = 0; k < 32; ++k) p.key_position[k] = mma_key_order(k);
   p.group = ChannelGroup::tensor;
   if (!vq.unit_scale) {
     validate(spec, heads, tokens, dim);
@@ -409,7 +398,7 @@ void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, 
     p.scale = scale;
     p.inv = inv;
   }
-  fill_bytes(vt, 0, static_cast<std::size_t>(heads) * dim * p.np * vt_element_bytes(layout));  // padding keys are zero
+  fill_bytes(vt, 0, sizeof(std::uint16_t) * heads * dim * p.np);  // padding keys are zero
   quantize_v_kernel<<<blocks_for(total), kThreads>>>(p);
   check_launch("quantize_v_kernel");
 }
@@ -430,7 +419,8 @@ std::string prepare_not_covered(const Recipe& r, int dim, bool with_v) {
   if (r.rotation == Rotation::hadamard && (!is_power_of_two(dim) || dim > kMaxHadamardDim)) {
     return "hadamard rotation needs a power-of-two head dim, at most " + std::to_string(kMaxHadamardDim);
   }
-  if (r.q_smoothing || r.v_smoothing) return "Q and V smoothing have no preparation kernel";
+  if (with_v && r.v_smoothing) return "V smoothing has no preparation kernel (kernels that read V as values subtract its mean on the host)";
+  if (r.q_smoothing && r.tiles.block_q <= 0) return "Q smoothing needs a positive query tile (tiles.block_q)";
   if ((r.k_smoothing == KSmoothing::block_mean || r.k_smoothing == KSmoothing::block_mean_corrected) && k_mean_block_size(r) <= 0) {
     return "K block means need a positive block (k_smoothing_block or tiles.block_k)";
   }
@@ -452,7 +442,6 @@ DevicePrepared prepare_device(const float* q, const float* k, const float* v, in
   d.padded = padded_tokens(tokens);
   d.k_rows = opt.pad_k_rows ? d.padded : tokens;
   d.k_mean_blocks = k_mean_blocks(r, tokens);
-  d.vt_layout = opt.vt_layout;
   const std::size_t qn = static_cast<std::size_t>(q_heads) * tokens * dim, kn = static_cast<std::size_t>(kv_heads) * tokens * dim;
   d.q_float = mem.alloc<float>(qn);
   d.k_float = mem.alloc<float>(kn);
@@ -464,6 +453,15 @@ DevicePrepared prepare_device(const float* q, const float* k, const float* v, in
   }
   if (d.k_mean_blocks > 0) d.k_block_means = mem.alloc<float>(static_cast<std::size_t>(kv_heads) * d.k_mean_blocks * dim);
   smooth_k(d.k_float, kv_heads, tokens, dim, r, d.k_block_means);
+  d.q_rot = d.q_float;
+  if (r.q_smoothing) {
+    // The rotated Q stays for the q . mu_b correction of K block means; the smoothed one is quantized.
+    d.q_tiles = (tokens + r.tiles.block_q - 1) / r.tiles.block_q;
+    d.q_float = mem.alloc<float>(qn);
+    copy_on_device(d.q_float, d.q_rot, sizeof(float) * qn);
+    d.q_block_means = mem.alloc<float>(static_cast<std::size_t>(q_heads) * d.q_tiles * dim);
+    k_block_mean(d.q_float, q_heads, tokens, dim, r.tiles.block_q, d.q_block_means);  // the same means, over query tiles
+  }
   d.q_codes = mem.alloc<std::int8_t>(qn);
   d.q_scales = mem.alloc<float>(static_cast<std::size_t>(q_heads) * tokens);
   quantize_rows_int8(d.q_float, q_heads, tokens, dim, r.q.spec, d.q_codes, d.q_scales);
@@ -471,9 +469,9 @@ DevicePrepared prepare_device(const float* q, const float* k, const float* v, in
   d.k_scales = mem.alloc<float>(static_cast<std::size_t>(kv_heads) * d.k_rows);
   quantize_rows_int8(d.k_float, kv_heads, tokens, dim, r.k.spec, d.k_codes, d.k_scales, d.k_rows);
   if (!opt.with_v) return d;
-  d.vt = mem.alloc<std::uint8_t>(static_cast<std::size_t>(kv_heads) * dim * d.padded * vt_element_bytes(d.vt_layout));
+  d.vt = mem.alloc<std::uint16_t>(static_cast<std::size_t>(kv_heads) * dim * d.padded);
   d.v_scales = mem.alloc<float>(static_cast<std::size_t>(kv_heads) * dim);
-  quantize_v_e4m3_transposed(v, kv_heads, tokens, dim, r.v, d.vt, d.v_scales, d.vt_layout);
+  quantize_v_e4m3_transposed(v, kv_heads, tokens, dim, r.v, d.vt, d.v_scales);
   return d;
 }
 
@@ -492,8 +490,10 @@ PreparedHost prepare_on_device(const Problem& p, const Recipe& r, const PrepareO
   h.k_rows = d.k_rows;
   h.padded = d.padded;
   h.k_mean_blocks = d.k_mean_blocks;
-  h.vt_layout = d.vt_layout;
   const std::size_t hq = d.q_heads, hkv = d.kv_heads, n = d.tokens, dim = d.dim;
+  h.q_tiles = d.q_tiles;
+  h.q_rot = download(d.q_rot, hq * n * dim);
+  if (d.q_block_means != nullptr) h.q_block_means = download(d.q_block_means, hq * d.q_tiles * dim);
   h.q_float = download(d.q_float, hq * n * dim);
   h.k_float = download(d.k_float, hkv * n * dim);
   if (d.k_block_means != nullptr) h.k_block_means = download(d.k_block_means, hkv * d.k_mean_blocks * dim);
@@ -502,7 +502,7 @@ PreparedHost prepare_on_device(const Problem& p, const Recipe& r, const PrepareO
   h.k_codes = download(d.k_codes, hkv * d.k_rows * dim);
   h.k_scales = download(d.k_scales, hkv * d.k_rows);
   if (d.vt != nullptr) {
-    h.vt = download(d.vt, hkv * dim * d.padded * vt_element_bytes(d.vt_layout));
+    h.vt = download(d.vt, hkv * dim * d.padded);
     h.v_scales = download(d.v_scales, hkv * dim);
   }
   return h;

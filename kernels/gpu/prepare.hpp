@@ -6,14 +6,15 @@
 //                 CPU's order, then fp32(x * (1 / sqrt(d)))), in place;
 //   2. smoothing: K minus its channel mean (global, per block of keys, or running), float64 sums over
 //                 keys in order, mean rounded to fp32, fp32 subtraction; block means written out;
+//                 Q smoothing (SageAttention2): each tile of block_q queries minus its channel mean,
+//                 the same way, means written out;
 //   3. Q and K:   int8 codes [H][rows][d] and one fp32 scale per (head, token) [H][rows] (tensor, head,
 //                 token or block granularity, the group's scale repeated per token), dynamic absmax
 //                 or static multiplier, any float scale format;
-//   4. V:         e4m3 codes in a flash_mma layout: Vt [Hkv][d][Np], Np = N rounded up to
-//                 kMmaKeyTile (64), zero padding, as VtLayout says: e4m3 code bytes with the keys
-//                 permuted within groups of 32 by mma_key_order, or the codes' e4m3 values widened to
-//                 fp16 (exact) with the keys in order; v_scales [Hkv][d] fp32 (channel scales, or the
-//                 tensor/head scale repeated; 1 for a unit-scale V, which is V rounded to e4m3).
+//   4. V:         e4m3 codes in flash_mma's layout: Vt [Hkv][d][Np], Np = N rounded up to
+//                 kMmaKeyTile (64), zero padding, the codes' e4m3 values widened to fp16 (exact), keys
+//                 in order; v_scales [Hkv][d] fp32 (channel scales, or the tensor/head scale repeated;
+//                 1 for a unit-scale V, which is V rounded to e4m3).
 // Absmax reductions are exact in any order (max), so every result is one fixed value whatever the
 // launch shape. Every function launches on the default stream and synchronizes (check_launch).
 #include <cstdint>
@@ -57,32 +58,24 @@ void smooth_k(float* k, int heads, int tokens, int dim, const Recipe& r, float* 
 void quantize_rows_int8(const float* x, int heads, int tokens, int dim, const QuantSpec& spec, std::int8_t* codes, float* scales,
                         int rows_out = 0);
 
-// How Vt holds the e4m3 V (flash_mma.hpp's layout, old and new).
-enum class VtLayout : std::uint8_t {
-  e4m3_mma_order,  // 1 byte per element: the e4m3 code; keys permuted within groups of 32 (mma_key_order)
-  fp16_widened,    // 2 bytes per element: fp16 bits of the code's e4m3 value (exact); keys in order
-};
-inline constexpr int vt_element_bytes(VtLayout l) { return l == VtLayout::e4m3_mma_order ? 1 : 2; }
-
 // v [heads][tokens][dim] to e4m3 codes in the Vt layout above: vt [heads][dim][padded_tokens(tokens)]
-// elements of vt_element_bytes(layout) bytes (fp16 little endian), v_scales [heads][dim].
-// vq: format e4m3 with unit_scale, or tensor / head / channel scales.
-void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, const OperandQuant& vq, std::uint8_t* vt,
-                                float* v_scales, VtLayout layout = VtLayout::fp16_widened);
+// fp16 bits (the code's e4m3 value, exact), v_scales [heads][dim]. vq: format e4m3 with unit_scale,
+// or tensor / head / channel scales.
+void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, const OperandQuant& vq, std::uint16_t* vt,
+                                float* v_scales);
 
 // N rounded up to the mma key tile (Np of the Vt layout).
 int padded_tokens(int tokens);
 
 // Why the preparation kernels cannot produce the recipe's operands ("" when they can): Q and K int8
 // (tensor, head, token or block scales), V e4m3 (unit, tensor, head or channel scales; only when
-// with_v), rotation none or hadamard (power-of-two d <= kMaxHadamardDim), any K smoothing; no Q or
-// V smoothing.
+// with_v, and then no V smoothing), rotation none or hadamard (power-of-two d <= kMaxHadamardDim),
+// any K smoothing, Q smoothing.
 std::string prepare_not_covered(const Recipe& r, int dim, bool with_v = true);
 
 struct PrepareOptions {
   bool pad_k_rows = false;  // K codes and scales with Np rows (zero rows past N), as flash_mma.cu's
                             // host path uploads K; false: N rows, as flash_mma.hpp documents
-  VtLayout vt_layout = VtLayout::fp16_widened;
   bool with_v = true;       // false: Q and K only (vt and v_scales stay null; v may be null), for a
                             // kernel that reads V as values the host rounded (flash_dot4)
 };
@@ -94,15 +87,17 @@ struct DevicePrepared {
   int k_rows = 0;           // rows of k_codes / k_scales per head: tokens, or padded_tokens (pad_k_rows)
   int padded = 0;           // Np = padded_tokens(tokens): keys per (head, channel) of vt
   int k_mean_blocks = 0;    // blocks of k_block_means (0: none)
-  VtLayout vt_layout = VtLayout::fp16_widened;
-  float* q_float = nullptr;        // [Hq][N][d]: Q after rotation
+  int q_tiles = 0;                 // Q smoothing: query tiles of q_block_means (0: none)
+  float* q_rot = nullptr;          // [Hq][N][d]: Q after rotation (q_float itself without Q smoothing)
+  float* q_block_means = nullptr;  // [Hq][q_tiles][d], or null
+  float* q_float = nullptr;        // [Hq][N][d]: Q after rotation and Q smoothing
   float* k_float = nullptr;        // [Hkv][N][d]: K after rotation and smoothing
   float* k_block_means = nullptr;  // [Hkv][k_mean_blocks][d], or null
   std::int8_t* q_codes = nullptr;  // [Hq][N][d]
   float* q_scales = nullptr;       // [Hq][N]
   std::int8_t* k_codes = nullptr;  // [Hkv][k_rows][d]
   float* k_scales = nullptr;       // [Hkv][k_rows]
-  std::uint8_t* vt = nullptr;      // [Hkv][d][Np] elements as vt_layout says (a byte view)
+  std::uint16_t* vt = nullptr;     // [Hkv][d][Np] fp16 bits
   float* v_scales = nullptr;       // [Hkv][d]
 };
 
@@ -115,12 +110,11 @@ DevicePrepared prepare_device(const float* q, const float* k, const float* v, in
 
 // Host copies of every array prepare_device produces (for tests). Same layouts and fields.
 struct PreparedHost {
-  int q_heads = 0, kv_heads = 0, tokens = 0, dim = 0, k_rows = 0, padded = 0, k_mean_blocks = 0;
-  VtLayout vt_layout = VtLayout::fp16_widened;
-  std::vector<float> q_float, k_float, k_block_means;
+  int q_heads = 0, kv_heads = 0, tokens = 0, dim = 0, k_rows = 0, padded = 0, k_mean_blocks = 0, q_tiles = 0;
+  std::vector<float> q_rot, q_block_means, q_float, k_float, k_block_means;
   std::vector<std::int8_t> q_codes, k_codes;
   std::vector<float> q_scales, k_scales;
-  std::vector<std::uint8_t> vt;  // bytes: [Hkv][d][Np] elements of vt_element_bytes(vt_layout)
+  std::vector<std::uint16_t> vt;  // [Hkv][d][Np] fp16 bits
   std::vector<float> v_scales;
 };
 

@@ -31,15 +31,19 @@ const char* const kFormatRecipes[] = {
     "q=bf16 k=bf16 p=bf16 v=bf16 acc.qk=exact acc.pv=exact",
     "q=fp16 k=fp16 p=fp16 v=fp16 denominator=float",
     "q=fp32 k=fp32 p=fp32 v=fp32",
+    "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel vsmooth=1",
+    "q=fp16 k=fp16 p=e4m3/static:448 v=fp16 tau=8",
 };
 
-// K smoothing and rotation: Q and K from the preparation kernels.
+// K smoothing, Q smoothing and rotation: Q and K from the preparation kernels.
 const char* const kPreparedRecipes[] = {
     "q=int8/token k=int8/token ksmooth=global acc.qk=exact p=int8/static:127",
     "q=int8/token k=int8/token ksmooth=block acc.qk=exact p=e4m3/static:448",
     "q=int8/token k=int8/token ksmooth=block_corrected ksmooth_block=128 acc.qk=exact p=e4m3/static:448",
     "q=int8/token k=int8/token ksmooth=running acc.qk=exact p=e4m3/static:448 v=int8/channel",
     "q=int8/block:64 k=int8/head rotation=hadamard ksmooth=global acc.qk=exact p=e4m3/static:448",
+    "q=int8/token k=int8/token qsmooth=1 ksmooth=global acc.qk=exact p=e4m3/static:448 v=e4m3/channel",
+    "q=int8/token k=int8/token qsmooth=1 ksmooth=block_corrected tiles=128x64 acc.qk=exact p=int8/static:127 vsmooth=1",
 };
 
 std::vector<float> run_family(const Problem& p, const Recipe& r, const gpu::Dot4Tuning& tuning = {}) {
@@ -110,7 +114,7 @@ TEST_CASE("dot4 kernel vs emulator: every format class, ragged shapes and masks"
   }
 }
 
-TEST_CASE("dot4 kernel vs emulator: K smoothing and rotation from the preparation kernels", "[gpu]") {
+TEST_CASE("dot4 kernel vs emulator: smoothing and rotation from the preparation kernels", "[gpu]") {
   const std::uint64_t seed = std::random_device{}();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   Problem p = offset_problem(4, 2, 900, 128, seed);
@@ -141,8 +145,9 @@ TEST_CASE("dot4 kernel: the quickstart's recipes the matrix kernels leave are co
     INFO(text);
     CHECK(gpu::not_covered(p, recipe_from_string(text)).empty());
   }
-  // Not covered, with the reason: Q smoothing, a matrix-unit accumulator model, split-K.
-  CHECK(gpu::dot4_not_covered(p, recipe_from_string("q=int8/token k=int8/token qsmooth=1 acc.qk=exact")).find("smoothing") != std::string::npos);
+  // Not covered, with the reason: an integer softmax, a matrix-unit accumulator model, split-K.
+  const char* qflash = "q=int8/tensor k=int8/tensor p=int8/static:127 v=int8/tensor softmax=qflash acc.qk=exact acc.pv=exact";
+  CHECK(gpu::dot4_not_covered(p, recipe_from_string(qflash)).find("integer softmax") != std::string::npos);
   CHECK(gpu::dot4_not_covered(p, recipe_from_string("q=fp16 k=fp16 acc.qk=h200_hmma")).find("QK^T of values") != std::string::npos);
   CHECK(gpu::dot4_not_covered(p, recipe_from_string("q=int8/token k=int8/token acc.qk=exact split=4")).find("split-K") != std::string::npos);
 }

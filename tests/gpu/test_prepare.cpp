@@ -26,28 +26,18 @@ namespace {
 
 int padded_of(int n) { return (n + gpu::kMmaKeyTile - 1) / gpu::kMmaKeyTile * gpu::kMmaKeyTile; }
 
-// A Vt layout of flash_mma.hpp as bytes, written from V's e4m3 codes [Hkv][N][d] as flash_mma.cu's
-// host path writes it: the codes with keys in mma_key_order, or fp16 bits of their values in order.
-std::vector<std::uint8_t> vt_layout(const std::vector<std::uint32_t>& codes, int hkv, int n, int d, gpu::VtLayout layout) {
+// flash_mma.hpp's Vt from V's e4m3 codes [Hkv][N][d]: fp16 bits of their values, transposed, keys
+// in order, zero padding to Np.
+std::vector<std::uint16_t> vt_layout(const std::vector<std::uint32_t>& codes, int hkv, int n, int d) {
   const int np = padded_of(n);
   const Format e4m3 = format_of(FormatId::e4m3), f16 = format_of(FormatId::fp16);
-  const bool widen = layout == gpu::VtLayout::fp16_widened;
-  std::vector<std::uint16_t> halves(static_cast<std::size_t>(hkv) * d * np, 0);
-  std::vector<std::uint8_t> vt(static_cast<std::size_t>(hkv) * d * np * (widen ? 2 : 1), 0);
+  std::vector<std::uint16_t> vt(static_cast<std::size_t>(hkv) * d * np, 0);
   for (int h = 0; h < hkv; ++h)
-    for (int j = 0; j < n; ++j) {
-      const int pos = widen ? j : (j / 32) * 32 + gpu::mma_key_order(j % 32);
+    for (int j = 0; j < n; ++j)
       for (int c = 0; c < d; ++c) {
         const std::uint32_t code = codes[(static_cast<std::size_t>(h) * n + j) * d + c];
-        const std::size_t dst = (static_cast<std::size_t>(h) * d + c) * np + pos;
-        if (widen) {
-          halves[dst] = static_cast<std::uint16_t>(encode(f16, static_cast<float>(decode(e4m3, code))));
-        } else {
-          vt[dst] = static_cast<std::uint8_t>(code);
-        }
+        vt[(static_cast<std::size_t>(h) * d + c) * np + j] = static_cast<std::uint16_t>(encode(f16, decode(e4m3, code)));
       }
-    }
-  if (widen) std::memcpy(vt.data(), halves.data(), vt.size());  // little endian, as the devices
   return vt;
 }
 
@@ -66,7 +56,7 @@ void int8_rows(const QuantizedTensor& qt, int rows, std::vector<std::int8_t>& co
     }
 }
 
-// The CPU path (the emulator's preparation order: rotation, K smoothing, quantizers) in the device layouts.
+// The CPU path (the emulator's preparation order: rotation, K smoothing, Q smoothing, quantizers) in the device layouts.
 gpu::PreparedHost cpu_prepare(const Problem& p, const Recipe& r, const gpu::PrepareOptions& opt) {
   gpu::PreparedHost e;
   e.q_heads = p.q.heads;
@@ -75,7 +65,6 @@ gpu::PreparedHost cpu_prepare(const Problem& p, const Recipe& r, const gpu::Prep
   e.dim = p.q.dim;
   e.padded = padded_of(e.tokens);
   e.k_rows = opt.pad_k_rows ? e.padded : e.tokens;
-  e.vt_layout = opt.vt_layout;
   TensorF q = p.q, k = p.k;
   if (r.rotation == Rotation::hadamard) {
     hadamard_rows(q);
@@ -83,6 +72,11 @@ gpu::PreparedHost cpu_prepare(const Problem& p, const Recipe& r, const gpu::Prep
   }
   e.k_block_means = smooth_k(k, r);
   e.k_mean_blocks = static_cast<int>(e.k_block_means.size() / (static_cast<std::size_t>(e.kv_heads) * e.dim));
+  e.q_rot = q.data;
+  if (r.q_smoothing) {
+    e.q_block_means = smooth_q(q, r.tiles.block_q);
+    e.q_tiles = (e.tokens + r.tiles.block_q - 1) / r.tiles.block_q;
+  }
   e.q_float = q.data;
   e.k_float = k.data;
   int8_rows(quantize(q, r.q.spec), e.tokens, e.q_codes, e.q_scales);
@@ -99,7 +93,7 @@ gpu::PreparedHost cpu_prepare(const Problem& p, const Recipe& r, const gpu::Prep
     for (int h = 0; h < hkv; ++h)
       for (int c = 0; c < d; ++c) e.v_scales[static_cast<std::size_t>(h) * d + c] = v.scales[v.scale_index(h, 0, c)];
   }
-  e.vt = vt_layout(v_codes, hkv, n, d, opt.vt_layout);
+  e.vt = vt_layout(v_codes, hkv, n, d);
   return e;
 }
 
@@ -144,9 +138,11 @@ void check(const Problem& p, const Recipe& r, const std::string& what, const gpu
   REQUIRE(got.k_rows == want.k_rows);
   REQUIRE(got.padded == want.padded);
   REQUIRE(got.k_mean_blocks == want.k_mean_blocks);
-  REQUIRE(got.vt_layout == want.vt_layout);
+  REQUIRE(got.q_tiles == want.q_tiles);
   std::size_t total = 0;
-  bool ok = same_bits("Q after rotation", got.q_float, want.q_float, total);
+  bool ok = same_bits("Q after rotation", got.q_rot, want.q_rot, total);
+  ok &= same_bits("Q block means", got.q_block_means, want.q_block_means, total);
+  ok &= same_bits("Q after rotation and smoothing", got.q_float, want.q_float, total);
   ok &= same_bits("K after rotation and smoothing", got.k_float, want.k_float, total);
   ok &= same_bits("K block means", got.k_block_means, want.k_block_means, total);
   ok &= same_bits("Q int8 codes", got.q_codes, want.q_codes, total);
@@ -178,15 +174,12 @@ struct Variant {
   gpu::PrepareOptions opt;
 };
 
-constexpr gpu::PrepareOptions kPlain{false, gpu::VtLayout::e4m3_mma_order};
-constexpr gpu::PrepareOptions kPadK{true, gpu::VtLayout::e4m3_mma_order};
-constexpr gpu::PrepareOptions kFp16Vt{false, gpu::VtLayout::fp16_widened};
-constexpr gpu::PrepareOptions kPadKFp16Vt{true, gpu::VtLayout::fp16_widened};
+constexpr gpu::PrepareOptions kPlain{false, true};
+constexpr gpu::PrepareOptions kPadK{true, true};
 
 std::string options_name(const gpu::PrepareOptions& o) {
   std::string s;
   if (o.pad_k_rows) s += " (K padded to Np)";
-  if (o.vt_layout == gpu::VtLayout::fp16_widened) s += " (Vt fp16)";
   return s;
 }
 
@@ -198,7 +191,7 @@ std::vector<Variant> variants() {
   r.rotation = Rotation::hadamard;
   out.push_back({"hadamard", r, kPadK});
   r.k_smoothing = KSmoothing::global_mean;
-  out.push_back({"hadamard + K global mean", r, kPadKFp16Vt});
+  out.push_back({"hadamard + K global mean", r, kPadK});
   r.k_smoothing = KSmoothing::block_mean_corrected;  // blocks of tiles.block_k = 64 keys
   out.push_back({"hadamard + K block means (64, corrected)", r, kPadK});
   r = base;
@@ -206,7 +199,7 @@ std::vector<Variant> variants() {
   out.push_back({"K global mean", r, kPlain});
   r.k_smoothing = KSmoothing::block_mean;
   r.k_smoothing_block = 96;  // the last block ragged
-  out.push_back({"K block means (96)", r, kFp16Vt});
+  out.push_back({"K block means (96)", r, kPlain});
   r.k_smoothing = KSmoothing::running_mean;
   r.k_smoothing_block = 0;
   out.push_back({"K running mean", r, kPlain});
@@ -223,12 +216,12 @@ std::vector<Variant> variants() {
   r.k.spec.granularity = Granularity::block;
   r.k.spec.block = 100;
   r.v.spec.granularity = Granularity::head;
-  out.push_back({"hadamard + K global mean, Q blocks of 128, K blocks of 100, V head scales", r, kFp16Vt});
+  out.push_back({"hadamard + K global mean, Q blocks of 128, K blocks of 100, V head scales", r, kPlain});
   r = base;
   r.q.spec.scale_format = FormatId::bf16;
   r.k.spec.scale_format = FormatId::e8m0;
   r.v.unit_scale = true;
-  out.push_back({"bf16 Q scales, e8m0 K scales, V rounded to e4m3", r, kPadKFp16Vt});
+  out.push_back({"bf16 Q scales, e8m0 K scales, V rounded to e4m3", r, kPadK});
   r = base;
   r.q.spec.rule = r.k.spec.rule = ScaleRule::static_multiplier;
   r.q.spec.multiplier = 50;
@@ -265,7 +258,7 @@ TEST_CASE("prepare kernels equal the CPU path bit for bit: rotation, K means, in
     r.k_smoothing = KSmoothing::block_mean_corrected;
     check(p, r, "hadamard + K block means, N=" + std::to_string(n) + options_name(kPadK), kPadK);
     r.k_smoothing = KSmoothing::global_mean;
-    check(p, r, "hadamard + K global mean, N=" + std::to_string(n) + options_name(kFp16Vt), kFp16Vt);
+    check(p, r, "hadamard + K global mean, N=" + std::to_string(n) + options_name(kPlain), kPlain);
   }
 }
 
@@ -283,12 +276,8 @@ TEST_CASE("prepare kernels write what the mma family's host path uploads", "[gpu
   ok &= same_bits("K int8 codes", got.k_codes, in.k_codes, total);
   ok &= same_bits("K scales", got.k_scales, in.k_scales, total);
   ok &= same_bits("V scales", got.v_scales, in.v_scales, total);
-  // flash_mma.cu lays out the e4m3 values make_mma_inputs hands it (as codes, or widened to fp16).
-  const Format e4m3 = format_of(FormatId::e4m3);
-  std::vector<std::uint32_t> codes(in.v_values.size());
-  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = encode(e4m3, static_cast<double>(in.v_values[i]));
-  ok &= same_bits("Vt e4m3 codes", got.vt, vt_layout(codes, in.kv_heads, in.tokens, in.dim, gpu::VtLayout::e4m3_mma_order), total);
-  const gpu::PreparedHost wide = gpu::prepare_on_device(p, r, kPadKFp16Vt);
+  // flash_mma.cu lays out the e4m3 values make_mma_inputs hands it widened to fp16, transposed.
+  const gpu::PreparedHost wide = gpu::prepare_on_device(p, r, kPadK);
   std::vector<std::uint16_t> halves(in.v_values.size());
   const Format f16 = format_of(FormatId::fp16);
   for (std::size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<std::uint16_t>(encode(f16, in.v_values[i]));
@@ -299,9 +288,7 @@ TEST_CASE("prepare kernels write what the mma family's host path uploads", "[gpu
         vt16[(static_cast<std::size_t>(h) * in.dim + c) * padded_of(in.tokens) + j] =
             halves[(static_cast<std::size_t>(h) * in.tokens + j) * in.dim + c];
       }
-  std::vector<std::uint8_t> vt16_bytes(2 * vt16.size());
-  std::memcpy(vt16_bytes.data(), vt16.data(), vt16_bytes.size());
-  ok &= same_bits("Vt e4m3 values widened to fp16", wide.vt, vt16_bytes, total);
+  ok &= same_bits("Vt e4m3 values widened to fp16", wide.vt, vt16, total);
   REQUIRE(ok);
   // K padded to Np rows: flash_mma.cu's host path pads K codes and scales with zeros.
   REQUIRE(wide.k_rows == padded_of(in.tokens));
@@ -330,10 +317,11 @@ TEST_CASE("prepare kernels: unrepresentable scales and uncovered recipes are err
   const Recipe r = mma_recipe();
   REQUIRE_THROWS_AS(quantize(p.k, r.k.spec), std::domain_error);
   REQUIRE_THROWS_AS(gpu::prepare_on_device(p, r), std::domain_error);
-  Recipe q_smooth = mma_recipe();
-  q_smooth.q_smoothing = true;
-  CHECK_FALSE(gpu::prepare_not_covered(q_smooth, 64).empty());
-  CHECK_THROWS_AS(gpu::prepare_on_device(prepare_problem(2, 1, 100, 64, 6), q_smooth), std::invalid_argument);
+  Recipe v_smooth = mma_recipe();
+  v_smooth.v_smoothing = true;  // V prepared for the mma kernel: its mean has no kernel
+  CHECK_FALSE(gpu::prepare_not_covered(v_smooth, 64).empty());
+  CHECK(gpu::prepare_not_covered(v_smooth, 64, false).empty());
+  CHECK_THROWS_AS(gpu::prepare_on_device(prepare_problem(2, 1, 100, 64, 6), v_smooth), std::invalid_argument);
   Recipe odd = mma_recipe();
   odd.rotation = Rotation::hadamard;
   CHECK_FALSE(gpu::prepare_not_covered(odd, 96).empty());
@@ -350,5 +338,8 @@ TEST_CASE("prepare kernels equal the CPU path on the shipped real dump", "[gpu][
   r.k_smoothing = KSmoothing::global_mean;
   check(s.problem, r, "layer 15 hadamard + K global mean" + options_name(kPadK), kPadK);
   r.k_smoothing = KSmoothing::block_mean_corrected;
-  check(s.problem, r, "layer 15 hadamard + K block means (64, corrected)" + options_name(kFp16Vt), kFp16Vt);
+  check(s.problem, r, "layer 15 hadamard + K block means (64, corrected)" + options_name(kPlain), kPlain);
+  r.q_smoothing = true;
+  r.tiles.block_q = 128;
+  check(s.problem, r, "layer 15 hadamard + K block means (corrected) + Q smoothing (128)");
 }
