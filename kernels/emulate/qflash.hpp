@@ -11,8 +11,11 @@
 //   ScaleRelease(x, a) = (x * a) / I0             rescale by alpha (truncating toward zero)
 //   out    = floor(O / l)                         int8-range output with the scale of V
 // The row max starts at -2^21 (Algorithm 1). q is an exact integer division; a GPU kernel uses a
-// multiply by a precomputed reciprocal that is exact over the range it sees.
+// multiply by a precomputed reciprocal that is exact over the range it sees. Host and device
+// (kernels/gpu/flash_integer.cu) share these functions.
 #include <cstdint>
+
+#include "kernels/formats/host_device.hpp"
 
 namespace qattn::qflash {
 
@@ -21,7 +24,7 @@ struct Constants {
   std::int64_t m = 0;   // requantization multiplier (shift 15)
 };
 
-inline Constants constants(double s_tilde) {
+QATTN_HD inline Constants constants(double s_tilde) {
   Constants c;
   c.i0 = static_cast<std::int64_t>(1.0 / s_tilde + 0.5);
   if (c.i0 < 1) c.i0 = 1;
@@ -30,7 +33,7 @@ inline Constants constants(double s_tilde) {
 }
 
 // 2^(x s~) for an integer x <= 0, with value scale 1/I0.
-inline std::int64_t shift_exp2(std::int64_t x, const Constants& c) {
+QATTN_HD inline std::int64_t shift_exp2(std::int64_t x, const Constants& c) {
   const std::int64_t neg = -x;
   const std::int64_t q = neg / c.i0;
   const std::int64_t r = -(neg - q * c.i0);  // (-I0, 0]
@@ -38,12 +41,12 @@ inline std::int64_t shift_exp2(std::int64_t x, const Constants& c) {
   return q >= 62 ? 0 : (base >> q);
 }
 
-inline std::int64_t requantize(std::int64_t p, const Constants& c) { return (p * c.m) >> 15; }
+QATTN_HD inline std::int64_t requantize(std::int64_t p, const Constants& c) { return (p * c.m) >> 15; }
 
-inline std::int64_t scale_release(std::int64_t x, std::int64_t alpha, const Constants& c) { return (x * alpha) / c.i0; }
+QATTN_HD inline std::int64_t scale_release(std::int64_t x, std::int64_t alpha, const Constants& c) { return (x * alpha) / c.i0; }
 
 // Floor division for the final normalization (numerator may be negative).
-inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+QATTN_HD inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   const std::int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
@@ -61,7 +64,7 @@ inline constexpr int kExpBits = 15;
 inline constexpr int kDivBits = 40;
 inline constexpr int kPBits = 7;
 
-inline std::int64_t i0(double s) {
+QATTN_HD inline std::int64_t i0(double s) {
   const double v = -1.0 / s;
   std::int64_t f = static_cast<std::int64_t>(v);
   if (static_cast<double>(f) > v) --f;  // floor for negatives
@@ -69,7 +72,7 @@ inline std::int64_t i0(double s) {
 }
 
 // x <= 0 (already minus the row max).
-inline std::int64_t exp(std::int64_t x, std::int64_t i0) {
+QATTN_HD inline std::int64_t exp(std::int64_t x, std::int64_t i0) {
   const std::int64_t xp = x + (x >> 1) - (x >> 4);
   const std::int64_t q = xp / i0;               // both <= 0: truncation is floor here
   const std::int64_t r = xp - q * i0;           // (I0, 0]

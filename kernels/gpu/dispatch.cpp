@@ -206,14 +206,54 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
 #endif
 }
 
+std::string integer_not_covered(const Problem& p, const Recipe& r) {
+  // validate(r) holds the rest: int8 Q, K, V with tensor or head scales, P int8/127, exact sums.
+  if (r.softmax == SoftmaxKind::float_online) return "the integer family runs QFlash's and I-ViT's integer softmaxes only";
+  const int ws = dot4_wave_size(), d = p.q.dim;
+  if (r.softmax == SoftmaxKind::qflash_integer && (r.tiles.block_k % ws != 0 || r.tiles.block_k > 8 * ws)) {
+    return "the key tile must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
+  }
+  if (d % ws != 0 || d > 8 * ws) return "the head dim must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
+  return "";
+}
+
+IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r) {
+  IntegerInputs in;
+  in.softmax = r.softmax == SoftmaxKind::qflash_integer ? IntegerSoftmax::qflash : IntegerSoftmax::shiftmax;
+  in.q_heads = p.q.heads;
+  in.kv_heads = p.k.heads;
+  in.tokens = p.q.tokens;
+  in.dim = p.q.dim;
+  const Format i8 = format_of(FormatId::int8);
+  // Codes, and the one scale of each head (tensor or head granularity), from the emulator's quantizers.
+  const auto operand = [&](const TensorF& t, const OperandQuant& o, std::vector<std::int8_t>& codes, std::vector<float>& scales) {
+    const QuantizedTensor qt = quantize(t, o.spec);
+    codes.reserve(qt.codes.size());
+    for (auto c : qt.codes) codes.push_back(static_cast<std::int8_t>(decode(i8, c)));
+    for (int h = 0; h < t.heads; ++h) scales.push_back(qt.scales[qt.scale_index(h, 0, 0)]);
+  };
+  operand(p.q, r.q, in.q_codes, in.q_scales);
+  operand(p.k, r.k, in.k_codes, in.k_scales);
+  operand(p.v, r.v, in.v_codes, in.v_scales);
+  in.rows = p.rows.resolve(p.q.tokens);
+  in.causal = p.causal;
+  in.window = p.window;
+  in.softmax_scale = p.scale();
+  in.block_k = r.tiles.block_k;
+  return in;
+}
+
 std::string not_covered(const Problem& p, const Recipe& r) {
   const std::string mma = mma_not_covered(p, r);
   if (mma.empty()) return "";
   const std::string decode = decode_not_covered(p, r);
   if (decode.empty()) return "";
+  const std::string integer = integer_not_covered(p, r);
+  if (integer.empty()) return "";
   const std::string dot4 = dot4_not_covered(p, r);
   if (dot4.empty()) return "";
-  return std::string(kMmaKernelName) + ": " + mma + "; " + kDecodeKernelName + ": " + decode + "; " + kDot4KernelName + ": " + dot4;
+  return std::string(kMmaKernelName) + ": " + mma + "; " + kDecodeKernelName + ": " + decode + "; " + kIntegerKernelName + ": " + integer +
+         "; " + kDot4KernelName + ": " + dot4;
 }
 
 MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
@@ -283,6 +323,11 @@ GpuResult run(const Problem& p, const Recipe& r) {
   if (decode_not_covered(p, r).empty()) {
     res.out.data = flash_decode(make_decode_inputs(p, r));  // one row per head: [Hq][1][d]
     res.kernel = kDecodeKernelName;
+    return res;
+  }
+  if (integer_not_covered(p, r).empty()) {
+    res.out.data = flash_integer(make_integer_inputs(p, r));
+    res.kernel = kIntegerKernelName;
     return res;
   }
   const Dot4Inputs in = make_inputs(p, r);

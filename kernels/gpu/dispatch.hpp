@@ -6,6 +6,7 @@
 #include "kernels/formats/tensor.hpp"
 #include "kernels/gpu/flash_decode.hpp"
 #include "kernels/gpu/flash_dot4.hpp"
+#include "kernels/gpu/flash_integer.hpp"
 #include "kernels/gpu/flash_mma.hpp"
 #include "kernels/problem/problem.hpp"
 #include "kernels/recipe/recipe.hpp"
@@ -16,11 +17,14 @@ inline constexpr const char* kDot4KernelName = "flash_dot4";             // inte
 inline constexpr const char* kDot4FloatKernelName = "flash_dot4/float";  // the same family, Q K^T of values
 inline constexpr const char* kMmaKernelName = "flash_mma";
 inline constexpr const char* kDecodeKernelName = "flash_decode";
+inline constexpr const char* kIntegerKernelName = "flash_integer";
 
 // Why the mma family does not take the recipe ("" when it does). Built only with CUDA.
 std::string mma_not_covered(const Problem& p, const Recipe& r);
 // Why the dot4 family does not take the recipe ("" when it does).
 std::string dot4_not_covered(const Problem& p, const Recipe& r);
+// Why the integer-softmax family does not take the recipe ("" when it does).
+std::string integer_not_covered(const Problem& p, const Recipe& r);
 
 // Empty when some GPU kernel covers the recipe on this problem; otherwise every family's reason.
 std::string not_covered(const Problem& p, const Recipe& r);
@@ -28,12 +32,13 @@ std::string not_covered(const Problem& p, const Recipe& r);
 // Kernel inputs for a covered recipe, from the same quantizers the emulator uses.
 Dot4Inputs make_inputs(const Problem& p, const Recipe& r);
 MmaInputs make_mma_inputs(const Problem& p, const Recipe& r);
+IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r);
 
 struct GpuResult {
   TensorF out;         // [Hq, rows, d]
   std::string kernel;  // the family that ran
 };
-// Runs a covered recipe on the first family that covers it: mma, then decode, then dot4.
+// Runs a covered recipe on the first family that covers it: mma, decode, integer, then dot4.
 GpuResult run(const Problem& p, const Recipe& r);
 
 }  // namespace qattn::gpu

@@ -276,6 +276,27 @@ __device__ inline int dot4_i8(int a, int b, int c) {
 #endif
 }
 
+// Lane (this lane ^ mask)'s v: int, long long or float.
+template <typename T>
+__device__ inline T shuffle_xor(T v, int mask) {
+#if defined(QATTN_GPU_CUDA)
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+#else
+  return __shfl_xor(v, mask);
+#endif
+}
+
+// Integer reductions across the wave (exact in any order).
+__device__ inline int wave_max(int v) {
+  for (int m = kWaveSize / 2; m > 0; m >>= 1) v = max(v, shuffle_xor(v, m));
+  return v;
+}
+
+__device__ inline long long wave_sum(long long v) {
+  for (int m = kWaveSize / 2; m > 0; m >>= 1) v += shuffle_xor(v, m);
+  return v;
+}
+
 __device__ inline float wave_max(float v) {
   for (int m = kWaveSize / 2; m > 0; m >>= 1) {
 #if defined(QATTN_GPU_CUDA)
