@@ -43,7 +43,6 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
     return "QK^T of values accumulates in fp32 or exactly (float64); matrix-unit models have their own kernels";
   }
   if (needs_preparation(r)) {
-    if (!int_q) return "rotation, K smoothing and Q smoothing run in the preparation kernels, which write int8 Q/K";
     const std::string why = prepare_not_covered(r, d, false);
     if (!why.empty()) return why;
   }
@@ -52,7 +51,7 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
   if (r.pv_acc.kind != Accumulator::Kind::fp32 && r.pv_acc.kind != Accumulator::Kind::exact) {
     return "PV accumulates in fp32 or exactly (float64); matrix-unit models have their own kernels";
   }
-  if (r.split_k != 1) return "split-K runs in the decode kernel (one query row per head) only";
+  if (r.split_k > kMaxDot4Splits) return "split-K takes at most " + std::to_string(kMaxDot4Splits) + " splits";
   const int ws = dot4_wave_size();
   if (r.tiles.block_k % ws != 0 || r.tiles.block_k > 8 * ws) {
     return "the key tile must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
@@ -112,17 +111,16 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.kv_heads = p.k.heads;
   in.tokens = p.q.tokens;
   in.dim = p.q.dim;
+  in.qk = integer_codes(r.q) ? Dot4Qk::integer : r.qk_acc.kind == Accumulator::Kind::exact ? Dot4Qk::fp64 : Dot4Qk::fp32;
   if (!needs_preparation(r)) {  // prepared recipes get Q and K from the preparation kernels
-    if (integer_codes(r.q)) {
+    if (in.qk == Dot4Qk::integer) {
       IntQK qk = int_qk(p, r);
-      in.qk = Dot4Qk::integer;
       in.groups = qk.groups;
       in.q_codes = std::move(qk.q_codes);
       in.k_codes = std::move(qk.k_codes);
       in.q_scales = std::move(qk.q_scales);
       in.k_scales = std::move(qk.k_scales);
     } else {
-      in.qk = r.qk_acc.kind == Accumulator::Kind::exact ? Dot4Qk::fp64 : Dot4Qk::fp32;
       in.q_values = operand_values(p.q, r.q);
       in.k_values = operand_values(p.k, r.k);
     }
@@ -139,6 +137,7 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.denominator_quantized = r.denominator == Denominator::quantized_p;
   in.pv_fp64 = r.pv_acc.kind == Accumulator::Kind::exact;
   in.lazy_rescale_tau = static_cast<float>(r.lazy_rescale_tau);
+  in.split_k = r.split_k;
   in.block_k = r.tiles.block_k;
   return in;
 }

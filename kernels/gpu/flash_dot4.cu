@@ -36,6 +36,8 @@ struct Params {
   const int* rows = nullptr;
   float* out = nullptr;
   int nrows = 0, hq = 0, hkv = 0, n = 0, d = 0, window = 0, bc = 0, groups = 1;
+  int splits = 1;           // split-K: key splits per row, merged by online softmax
+  float* part_o = nullptr;  // split-K: each split's O [Hq][rows][splits][d]
   bool causal = false, denominator_quantized = true, pv_fp64 = false;
   float c = 0, p_mult = 1;
   Format pf{};
@@ -96,29 +98,20 @@ __device__ float raw_score(const Params& p, int h, int kh, int i, int j) {
   return s;
 }
 
+// One split's online-softmax state: the running max, the denominator, the sum of the P that
+// multiplies V (V smoothing) and this lane's output channels.
+struct SplitState {
+  float m = -INFINITY, l = 0.0f, lp = 0.0f;
+  float o[kMaxChannelsPerLane] = {};
+};
+
+// Key tiles [t_begin, t_end) of query (h, i) into st. pq, pt: this wave's P and denominator terms.
 template <Dot4Qk QK>
-__global__ void flash_dot4_kernel(Params p) {
-  extern __shared__ float shared_p[];
-  const int lane = threadIdx.x % kWaveSize, wave = threadIdx.x / kWaveSize;
-  const int r = blockIdx.x * (blockDim.x / kWaveSize) + wave;
-  if (r >= p.nrows) return;
-  const int h = blockIdx.y, kh = h / (p.hq / p.hkv), i = p.rows[r];
-  float* pq = shared_p + wave * 2 * p.bc;  // P as it multiplies V
-  float* pt = pq + p.bc;                   // the denominator's terms, summed in key order
-
-  int lo = 0, hi = p.n;
-  if (p.causal) hi = i + 1;
-  if (p.window > 0) {
-    lo = max(0, i - p.window + 1);
-    if (!p.causal) hi = min(p.n, i + p.window);
-  }
+__device__ void run_tiles(const Params& p, float* pq, float* pt, int h, int kh, int i, int hi, int t_begin, int t_end, int lane,
+                          SplitState& st) {
   const float neg_inf = -INFINITY;
-  float m = neg_inf, l = 0.0f, lp = 0.0f;  // lp: the sum of P that multiplies V (V smoothing)
-  float o[kMaxChannelsPerLane];
-  for (int u = 0; u < kMaxChannelsPerLane; ++u) o[u] = 0.0f;
-
-  for (int j0 = (lo / p.bc) * p.bc; j0 < hi; j0 += p.bc) {
-    const int w = min(p.n, j0 + p.bc) - j0;
+  for (int t = t_begin; t < t_end && t * p.bc < hi; ++t) {
+    const int j0 = t * p.bc, w = min(p.n, j0 + p.bc) - j0;
     // S = Q K^T for this lane's keys of the tile.
     float s_lane[kMaxKeysPerLane];
     float tile_max = neg_inf;
@@ -129,10 +122,10 @@ __global__ void flash_dot4_kernel(Params p) {
       tile_max = fmaxf(tile_max, s);
     }
     tile_max = wave_max(tile_max);
-    float m_new = fmaxf(m, tile_max);
-    if (p.tau > 0 && m != neg_inf && m_new - m <= p.tau) m_new = m;  // lazy: P may reach 2^tau
+    float m_new = fmaxf(st.m, tile_max);
+    if (p.tau > 0 && st.m != neg_inf && m_new - st.m <= p.tau) m_new = st.m;  // lazy: P may reach 2^tau
     if (m_new == neg_inf) continue;
-    const float alpha = m == neg_inf ? 0.0f : exp2_rn(m - m_new);
+    const float alpha = st.m == neg_inf ? 0.0f : exp2_rn(st.m - m_new);
     // Online softmax: P against the running max, quantized with its static multiplier.
     for (int u = 0; u * kWaveSize < p.bc; ++u) {
       const int jj = lane + u * kWaveSize;
@@ -146,35 +139,91 @@ __global__ void flash_dot4_kernel(Params p) {
     wave_sync();
     float row_sum = 0.0f;  // every lane the same sum, key by key as the emulator
     for (int jj = 0; jj < w; ++jj) row_sum += pt[jj];
-    l = alpha * l + row_sum;
+    st.l = alpha * st.l + row_sum;
     if (p.v_means != nullptr) {
       float pq_sum = 0.0f;
       for (int jj = 0; jj < w; ++jj) pq_sum += pq[jj];
-      lp = alpha * lp + pq_sum;
+      st.lp = alpha * st.lp + pq_sum;
     }
     // O = O * alpha, then O += P V: this lane's channels, keys in order.
     for (int u = 0; u * kWaveSize < p.d; ++u) {
       const int c = lane + u * kWaveSize;
       const float* vc = p.v + (static_cast<long>(kh) * p.n + j0) * p.d + c;
-      const float scaled = o[u] * alpha;
+      const float scaled = st.o[u] * alpha;
       if (p.pv_fp64) {
         double acc = 0;  // the tile's exact products in float64, then one add into fp32
         for (int jj = 0; jj < w; ++jj) acc += static_cast<double>(pq[jj]) * static_cast<double>(vc[static_cast<long>(jj) * p.d]);
-        o[u] = static_cast<float>(static_cast<double>(scaled) + acc);
+        st.o[u] = static_cast<float>(static_cast<double>(scaled) + acc);
       } else {
         float acc = scaled;
         for (int jj = 0; jj < w; ++jj) acc += pq[jj] * vc[static_cast<long>(jj) * p.d];
-        o[u] = acc;
+        st.o[u] = acc;
       }
     }
     wave_sync();
-    m = m_new;
+    st.m = m_new;
   }
-  const float denom = p.denominator_quantized ? l : l * p.p_mult;
+}
+
+template <Dot4Qk QK>
+__global__ void flash_dot4_kernel(Params p) {
+  extern __shared__ float shared_p[];
+  const int lane = threadIdx.x % kWaveSize, wave = threadIdx.x / kWaveSize;
+  const int r = blockIdx.x * (blockDim.x / kWaveSize) + wave;
+  if (r >= p.nrows) return;
+  const int h = blockIdx.y, kh = h / (p.hq / p.hkv), i = p.rows[r];
+  float* pq = shared_p + wave * (2 * p.bc + 3 * p.splits);  // P as it multiplies V
+  float* pt = pq + p.bc;                                     // the denominator's terms, summed in key order
+  float* split_mllp = pt + p.bc;                             // each split's (m, l, lp)
+
+  int lo = 0, hi = p.n;
+  if (p.causal) hi = i + 1;
+  if (p.window > 0) {
+    lo = max(0, i - p.window + 1);
+    if (!p.causal) hi = min(p.n, i + p.window);
+  }
+  // The row's key tiles, split as the emulator splits them: ceil(tiles / splits) per split.
+  const int t0 = lo / p.bc, t1 = max(t0, (hi + p.bc - 1) / p.bc);
+  const int per = max(1, (t1 - t0 + p.splits - 1) / p.splits);
+  const float* v_mean = p.v_means == nullptr ? nullptr : p.v_means + static_cast<long>(kh) * p.d;
+  float* out = p.out + (static_cast<long>(h) * p.nrows + r) * p.d;
+  if (p.splits == 1) {
+    SplitState st;
+    run_tiles<QK>(p, pq, pt, h, kh, i, hi, t0, t1, lane, st);
+    const float denom = p.denominator_quantized ? st.l : st.l * p.p_mult;
+    for (int u = 0; u * kWaveSize < p.d; ++u) {
+      const int c = lane + u * kWaveSize;
+      out[c] = (v_mean == nullptr ? st.o[u] : st.o[u] + v_mean[c] * st.lp) / denom;
+    }
+    return;
+  }
+  // Split-K: each split from a fresh state, its partial kept (this lane's channels in part_o), then
+  // the merge by online softmax in split order, as the emulator's finish().
+  float* part = p.part_o + (static_cast<long>(h) * p.nrows + r) * p.splits * p.d;
+  for (int sp = 0; sp < p.splits; ++sp) {
+    SplitState st;
+    run_tiles<QK>(p, pq, pt, h, kh, i, hi, min(t1, t0 + sp * per), min(t1, t0 + (sp + 1) * per), lane, st);
+    if (lane == 0) {
+      split_mllp[3 * sp] = st.m;
+      split_mllp[3 * sp + 1] = st.l;
+      split_mllp[3 * sp + 2] = st.lp;
+    }
+    for (int u = 0; u * kWaveSize < p.d; ++u) part[sp * p.d + lane + u * kWaveSize] = st.o[u];
+  }
+  wave_sync();
+  float big_m = -INFINITY;
+  for (int sp = 0; sp < p.splits; ++sp) big_m = fmaxf(big_m, split_mllp[3 * sp]);
+  float big_l = 0.0f, big_lp = 0.0f, o[kMaxChannelsPerLane] = {};
+  for (int sp = 0; sp < p.splits; ++sp) {
+    const float m = split_mllp[3 * sp], f = m == -INFINITY ? 0.0f : exp2_rn(m - big_m);
+    big_l += f * split_mllp[3 * sp + 1];
+    big_lp += f * split_mllp[3 * sp + 2];
+    for (int u = 0; u * kWaveSize < p.d; ++u) o[u] += f * part[sp * p.d + lane + u * kWaveSize];
+  }
+  const float denom = p.denominator_quantized ? big_l : big_l * p.p_mult;
   for (int u = 0; u * kWaveSize < p.d; ++u) {
     const int c = lane + u * kWaveSize;
-    const float o_c = p.v_means == nullptr ? o[u] : o[u] + p.v_means[static_cast<long>(kh) * p.d + c] * lp;
-    p.out[(static_cast<long>(h) * p.nrows + r) * p.d + c] = o_c / denom;
+    out[c] = (v_mean == nullptr ? o[u] : o[u] + v_mean[c] * big_lp) / denom;
   }
 }
 
@@ -210,6 +259,7 @@ Params scalar_params(const Dot4Inputs& in) {
   require(in.block_k % ws == 0 && in.block_k > 0 && in.block_k <= kMaxKeysPerLane * ws,
           "key tile " + std::to_string(in.block_k) + " must be a multiple of the wave size " + std::to_string(ws) + ", at most " +
               std::to_string(kMaxKeysPerLane * ws));
+  require(in.split_k >= 1 && in.split_k <= kMaxDot4Splits, "split_k must be in [1, " + std::to_string(kMaxDot4Splits) + "]");
   require(in.groups > 0 && in.dim % in.groups == 0 && (in.dim / in.groups) % 4 == 0,
           "groups " + std::to_string(in.groups) + " must divide the head dim into multiples of 4 channels");
   const std::size_t hn = static_cast<std::size_t>(in.tokens) * in.dim;
@@ -229,6 +279,7 @@ Params scalar_params(const Dot4Inputs& in) {
   p.denominator_quantized = in.denominator_quantized;
   p.pv_fp64 = in.pv_fp64;
   p.tau = in.lazy_rescale_tau;
+  p.splits = in.split_k;
   p.c = in.score_factor;
   p.p_mult = in.p_multiplier;
   p.pf = format_of(in.p_format);
@@ -267,8 +318,9 @@ std::vector<float> launch(Dot4Qk qk, Params& p, DeviceBuffers& mem, const Dot4Tu
   p.out = out;
   const int waves = tuning.rows_per_block;
   require(waves >= 1 && waves * wave_size() <= 1024, "rows_per_block must be in [1, 1024 / wave size]");
+  if (p.splits > 1) p.part_o = mem.alloc<float>(count * p.splits);
   const dim3 grid((p.nrows + waves - 1) / waves, p.hq);
-  const int block = waves * wave_size(), shared = static_cast<int>(sizeof(float)) * 2 * waves * p.bc;
+  const int block = waves * wave_size(), shared = static_cast<int>(sizeof(float)) * waves * (2 * p.bc + 3 * p.splits);
   switch (qk) {
     case Dot4Qk::integer: flash_dot4_kernel<Dot4Qk::integer><<<grid, block, shared>>>(p); break;
     case Dot4Qk::fp32: flash_dot4_kernel<Dot4Qk::fp32><<<grid, block, shared>>>(p); break;
@@ -295,12 +347,19 @@ std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const 
   PrepareOptions opt;
   opt.with_v = false;  // V reaches this kernel as values, rounded on the host
   const DevicePrepared pr = prepare_device(q, k, nullptr, p.q.heads, p.k.heads, p.q.tokens, p.q.dim, r, mem, opt);
-  // int8 codes [H][N][d] with d % 4 == 0 are the packed words' bytes in order (little endian).
-  prm.q = reinterpret_cast<const int*>(pr.q_codes);
-  prm.k = reinterpret_cast<const int*>(pr.k_codes);
-  prm.q_scales = pr.q_scales;
-  prm.k_scales = pr.k_scales;
-  prm.groups = 1;
+  if (in.qk == Dot4Qk::integer) {
+    require(pr.q_codes != nullptr, "the recipe's Q and K are not integer codes, the inputs' qk is");
+    // int8 codes [H][N][d] with d % 4 == 0 are the packed words' bytes in order (little endian).
+    prm.q = reinterpret_cast<const int*>(pr.q_codes);
+    prm.k = reinterpret_cast<const int*>(pr.k_codes);
+    prm.q_scales = pr.q_scales;
+    prm.k_scales = pr.k_scales;
+    prm.groups = 1;
+  } else {
+    require(pr.q_values != nullptr, "the recipe's Q and K are integer codes, the inputs' qk is not");
+    prm.qf = pr.q_values;
+    prm.kf = pr.k_values;
+  }
   if (r.q_smoothing) {
     prm.q_means = pr.q_block_means;
     prm.k_smooth = pr.k_float;
@@ -316,7 +375,7 @@ std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const 
   prm.v = mem.upload(in.v);
   if (!in.v_means.empty()) prm.v_means = mem.upload(in.v_means);
   prm.rows = mem.upload(in.rows);
-  return launch(Dot4Qk::integer, prm, mem, tuning);
+  return launch(in.qk, prm, mem, tuning);
 }
 
 std::vector<int> dot4_logits(const Dot4Inputs& in, const std::vector<int>& h, const std::vector<int>& i, const std::vector<int>& j) {

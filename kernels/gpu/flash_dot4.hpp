@@ -11,6 +11,8 @@
 //   P          against the running max (kept while it grows by at most tau: lazy rescale),
 //              through the lab's shared scalar codec (any format, a unit scale or a static
 //              multiplier); the denominator summed key by key.
+//   split-K   the row's key tiles in split_k splits, each from a fresh state, merged by online
+//              softmax in split order (the emulator's finish()).
 //   O += P V   V as values (rounded or dequantized by the host), key by key in fp32, or per key tile
 //              in float64 then added into the fp32 O (the emulator's "exact" accumulator); with V
 //              smoothing, mean_v * sum(P) added before the division.
@@ -31,6 +33,8 @@ enum class Dot4Qk : std::uint8_t {
   fp64,     // q_values / k_values, exact products summed in float64, channels in order
 };
 
+inline constexpr int kMaxDot4Splits = 64;  // split-K: each split's (m, l, lp) sits in shared memory
+
 struct Dot4Inputs {
   int q_heads = 0, kv_heads = 0, tokens = 0, dim = 0;  // dim a multiple of 4 and of the wave size
   Dot4Qk qk = Dot4Qk::integer;
@@ -49,6 +53,7 @@ struct Dot4Inputs {
   bool pv_fp64 = false;                                // PV: false fp32 key by key; true float64 per tile
   std::vector<float> v_means;                          // V smoothing: [Hkv, d] (V above is minus these); empty: none
   float lazy_rescale_tau = 0;                          // 0: rescale whenever the max grows
+  int split_k = 1;                                     // key splits per row (at most kMaxDot4Splits), merged as the emulator
   int block_k = 64;                                    // key tile (multiple of the wave size)
 };
 

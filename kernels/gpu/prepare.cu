@@ -188,6 +188,12 @@ struct VQuantParams {
 };
 
 // One thread per element of V [h][j][c]: its value widened to fp16 lands at Vt[h][c][j].
+// x rounded to a float format, element by element, as the emulator's unit-scale operands.
+__global__ void round_kernel(const float* x, long total, Format f, float* y) {
+  const long t = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t < total) y[t] = static_cast<float>(round_to(f, static_cast<double>(x[t])));
+}
+
 __global__ void quantize_v_kernel(VQuantParams p) {
   const long t = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= static_cast<long>(p.heads) * p.n * p.d) return;
@@ -348,6 +354,15 @@ void quantize_rows_int8(const float* x, int heads, int tokens, int dim, const Qu
   check_launch("quantize_rows_kernel");
 }
 
+void round_rows(const float* x, int heads, int tokens, int dim, FormatId format, float* y) {
+  const long total = check_total(heads, tokens, dim, "round_rows");
+  if (format_of(format).kind == Kind::integer) {
+    throw std::invalid_argument(std::string("round_rows: takes a float format, got ") + name_of(format));
+  }
+  round_kernel<<<blocks_for(total), kThreads>>>(x, total, format_of(format), y);
+  check_launch("round_kernel");
+}
+
 void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, const OperandQuant& vq, std::uint16_t* vt,
                                 float* v_scales) {
   const long total = check_total(heads, tokens, dim, "quantize_v_e4m3_transposed");
@@ -404,11 +419,17 @@ void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, 
 }
 
 std::string prepare_not_covered(const Recipe& r, int dim, bool with_v) {
-  for (const OperandQuant* o : {&r.q, &r.k}) {
-    const Granularity g = o->spec.granularity;
-    if (o->unit_scale || o->spec.format != FormatId::int8 ||
-        !(g == Granularity::tensor || g == Granularity::head || g == Granularity::token || g == Granularity::block)) {
-      return "Q and K: the preparation kernels write int8 codes with tensor, head, token or block scales";
+  const auto float_rounded = [](const OperandQuant& o) { return o.unit_scale && format_of(o.spec.format).kind != Kind::integer; };
+  if (float_rounded(r.q) && float_rounded(r.k)) {
+    if (with_v) return "Q and K rounded to a float format feed flash_dot4, which takes V as values (with_v = false)";
+  } else {
+    for (const OperandQuant* o : {&r.q, &r.k}) {
+      const Granularity g = o->spec.granularity;
+      if (o->unit_scale || o->spec.format != FormatId::int8 ||
+          !(g == Granularity::tensor || g == Granularity::head || g == Granularity::token || g == Granularity::block)) {
+        return "Q and K: the preparation kernels write int8 codes with tensor, head, token or block scales, or values rounded to a float "
+               "format (no scale)";
+      }
     }
   }
   const Granularity vg = r.v.spec.granularity;
@@ -462,12 +483,19 @@ DevicePrepared prepare_device(const float* q, const float* k, const float* v, in
     d.q_block_means = mem.alloc<float>(static_cast<std::size_t>(q_heads) * d.q_tiles * dim);
     k_block_mean(d.q_float, q_heads, tokens, dim, r.tiles.block_q, d.q_block_means);  // the same means, over query tiles
   }
-  d.q_codes = mem.alloc<std::int8_t>(qn);
-  d.q_scales = mem.alloc<float>(static_cast<std::size_t>(q_heads) * tokens);
-  quantize_rows_int8(d.q_float, q_heads, tokens, dim, r.q.spec, d.q_codes, d.q_scales);
-  d.k_codes = mem.alloc<std::int8_t>(static_cast<std::size_t>(kv_heads) * d.k_rows * dim);
-  d.k_scales = mem.alloc<float>(static_cast<std::size_t>(kv_heads) * d.k_rows);
-  quantize_rows_int8(d.k_float, kv_heads, tokens, dim, r.k.spec, d.k_codes, d.k_scales, d.k_rows);
+  if (r.q.unit_scale) {  // float Q and K (prepare_not_covered): values rounded to their formats
+    d.q_values = mem.alloc<float>(qn);
+    d.k_values = mem.alloc<float>(kn);
+    round_rows(d.q_float, q_heads, tokens, dim, r.q.spec.format, d.q_values);
+    round_rows(d.k_float, kv_heads, tokens, dim, r.k.spec.format, d.k_values);
+  } else {
+    d.q_codes = mem.alloc<std::int8_t>(qn);
+    d.q_scales = mem.alloc<float>(static_cast<std::size_t>(q_heads) * tokens);
+    quantize_rows_int8(d.q_float, q_heads, tokens, dim, r.q.spec, d.q_codes, d.q_scales);
+    d.k_codes = mem.alloc<std::int8_t>(static_cast<std::size_t>(kv_heads) * d.k_rows * dim);
+    d.k_scales = mem.alloc<float>(static_cast<std::size_t>(kv_heads) * d.k_rows);
+    quantize_rows_int8(d.k_float, kv_heads, tokens, dim, r.k.spec, d.k_codes, d.k_scales, d.k_rows);
+  }
   if (!opt.with_v) return d;
   d.vt = mem.alloc<std::uint16_t>(static_cast<std::size_t>(kv_heads) * dim * d.padded);
   d.v_scales = mem.alloc<float>(static_cast<std::size_t>(kv_heads) * dim);
@@ -497,10 +525,15 @@ PreparedHost prepare_on_device(const Problem& p, const Recipe& r, const PrepareO
   h.q_float = download(d.q_float, hq * n * dim);
   h.k_float = download(d.k_float, hkv * n * dim);
   if (d.k_block_means != nullptr) h.k_block_means = download(d.k_block_means, hkv * d.k_mean_blocks * dim);
-  h.q_codes = download(d.q_codes, hq * n * dim);
-  h.q_scales = download(d.q_scales, hq * n);
-  h.k_codes = download(d.k_codes, hkv * d.k_rows * dim);
-  h.k_scales = download(d.k_scales, hkv * d.k_rows);
+  if (d.q_codes != nullptr) {
+    h.q_codes = download(d.q_codes, hq * n * dim);
+    h.q_scales = download(d.q_scales, hq * n);
+    h.k_codes = download(d.k_codes, hkv * d.k_rows * dim);
+    h.k_scales = download(d.k_scales, hkv * d.k_rows);
+  } else {
+    h.q_values = download(d.q_values, hq * n * dim);
+    h.k_values = download(d.k_values, hkv * n * dim);
+  }
   if (d.vt != nullptr) {
     h.vt = download(d.vt, hkv * dim * d.padded);
     h.v_scales = download(d.v_scales, hkv * dim);

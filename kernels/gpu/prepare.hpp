@@ -10,7 +10,8 @@
 //                 the same way, means written out;
 //   3. Q and K:   int8 codes [H][rows][d] and one fp32 scale per (head, token) [H][rows] (tensor, head,
 //                 token or block granularity, the group's scale repeated per token), dynamic absmax
-//                 or static multiplier, any float scale format;
+//                 or static multiplier, any float scale format; or values rounded to a float format
+//                 (a unit scale: bf16, fp16, e4m3, ...) [H][N][d];
 //   4. V:         e4m3 codes in flash_mma's layout: Vt [Hkv][d][Np], Np = N rounded up to
 //                 kMmaKeyTile (64), zero padding, the codes' e4m3 values widened to fp16 (exact), keys
 //                 in order; v_scales [Hkv][d] fp32 (channel scales, or the tensor/head scale repeated;
@@ -58,6 +59,9 @@ void smooth_k(float* k, int heads, int tokens, int dim, const Recipe& r, float* 
 void quantize_rows_int8(const float* x, int heads, int tokens, int dim, const QuantSpec& spec, std::int8_t* codes, float* scales,
                         int rows_out = 0);
 
+// y = x rounded to a float format (not integer), element by element; y may be x.
+void round_rows(const float* x, int heads, int tokens, int dim, FormatId format, float* y);
+
 // v [heads][tokens][dim] to e4m3 codes in the Vt layout above: vt [heads][dim][padded_tokens(tokens)]
 // fp16 bits (the code's e4m3 value, exact), v_scales [heads][dim]. vq: format e4m3 with unit_scale,
 // or tensor / head / channel scales.
@@ -68,7 +72,7 @@ void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, 
 int padded_tokens(int tokens);
 
 // Why the preparation kernels cannot produce the recipe's operands ("" when they can): Q and K int8
-// (tensor, head, token or block scales), V e4m3 (unit, tensor, head or channel scales; only when
+// (tensor, head, token or block scales) or both rounded to float formats (then with_v false), V e4m3 (unit, tensor, head or channel scales; only when
 // with_v, and then no V smoothing), rotation none or hadamard (power-of-two d <= kMaxHadamardDim),
 // any K smoothing, Q smoothing.
 std::string prepare_not_covered(const Recipe& r, int dim, bool with_v = true);
@@ -93,6 +97,8 @@ struct DevicePrepared {
   float* q_float = nullptr;        // [Hq][N][d]: Q after rotation and Q smoothing
   float* k_float = nullptr;        // [Hkv][N][d]: K after rotation and smoothing
   float* k_block_means = nullptr;  // [Hkv][k_mean_blocks][d], or null
+  float* q_values = nullptr;       // float Q and K: [Hq][N][d] rounded to the format (codes stay null)
+  float* k_values = nullptr;       // [Hkv][N][d]
   std::int8_t* q_codes = nullptr;  // [Hq][N][d]
   float* q_scales = nullptr;       // [Hq][N]
   std::int8_t* k_codes = nullptr;  // [Hkv][k_rows][d]
@@ -112,6 +118,7 @@ DevicePrepared prepare_device(const float* q, const float* k, const float* v, in
 struct PreparedHost {
   int q_heads = 0, kv_heads = 0, tokens = 0, dim = 0, k_rows = 0, padded = 0, k_mean_blocks = 0, q_tiles = 0;
   std::vector<float> q_rot, q_block_means, q_float, k_float, k_block_means;
+  std::vector<float> q_values, k_values;  // float Q and K (codes and scales empty)
   std::vector<std::int8_t> q_codes, k_codes;
   std::vector<float> q_scales, k_scales;
   std::vector<std::uint16_t> vt;  // [Hkv][d][Np] fp16 bits

@@ -33,6 +33,8 @@ const char* const kFormatRecipes[] = {
     "q=fp32 k=fp32 p=fp32 v=fp32",
     "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel vsmooth=1",
     "q=fp16 k=fp16 p=e4m3/static:448 v=fp16 tau=8",
+    "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 split=4",
+    "q=bf16 k=bf16 p=bf16 v=bf16 vsmooth=1 split=7",
 };
 
 // K smoothing, Q smoothing and rotation: Q and K from the preparation kernels.
@@ -44,6 +46,8 @@ const char* const kPreparedRecipes[] = {
     "q=int8/block:64 k=int8/head rotation=hadamard ksmooth=global acc.qk=exact p=e4m3/static:448",
     "q=int8/token k=int8/token qsmooth=1 ksmooth=global acc.qk=exact p=e4m3/static:448 v=e4m3/channel",
     "q=int8/token k=int8/token qsmooth=1 ksmooth=block_corrected tiles=128x64 acc.qk=exact p=int8/static:127 vsmooth=1",
+    "q=fp16 k=fp16 p=fp16 v=fp16 rotation=hadamard ksmooth=global",
+    "q=bf16 k=bf16 p=bf16 v=bf16 qsmooth=1 ksmooth=block_corrected split=3 acc.qk=exact",
 };
 
 std::vector<float> run_family(const Problem& p, const Recipe& r, const gpu::Dot4Tuning& tuning = {}) {
@@ -149,7 +153,7 @@ TEST_CASE("dot4 kernel: the quickstart's recipes the matrix kernels leave are co
   const char* qflash = "q=int8/tensor k=int8/tensor p=int8/static:127 v=int8/tensor softmax=qflash acc.qk=exact acc.pv=exact";
   CHECK(gpu::dot4_not_covered(p, recipe_from_string(qflash)).find("integer softmax") != std::string::npos);
   CHECK(gpu::dot4_not_covered(p, recipe_from_string("q=fp16 k=fp16 acc.qk=h200_hmma")).find("QK^T of values") != std::string::npos);
-  CHECK(gpu::dot4_not_covered(p, recipe_from_string("q=int8/token k=int8/token acc.qk=exact split=4")).find("split-K") != std::string::npos);
+  CHECK(gpu::dot4_not_covered(p, recipe_from_string("q=int8/token k=int8/token acc.qk=exact split=65")).find("split-K") != std::string::npos);
 }
 
 TEST_CASE("dot4 kernel: tuning changes no bit", "[gpu]") {
@@ -158,7 +162,7 @@ TEST_CASE("dot4 kernel: tuning changes no bit", "[gpu]") {
   gpu::Dot4Tuning one, eight;
   one.rows_per_block = 1;
   eight.rows_per_block = 8;
-  for (const char* text : {kFormatRecipes[0], kFormatRecipes[2], kFormatRecipes[6], kPreparedRecipes[2]}) {
+  for (const char* text : {kFormatRecipes[0], kFormatRecipes[2], kFormatRecipes[6], kFormatRecipes[12], kPreparedRecipes[2], kPreparedRecipes[8]}) {
     INFO(text);
     const Recipe r = recipe_from_string(text);
     CHECK(run_family(p, r, one) == run_family(p, r, eight));

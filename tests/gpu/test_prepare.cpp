@@ -79,8 +79,15 @@ gpu::PreparedHost cpu_prepare(const Problem& p, const Recipe& r, const gpu::Prep
   }
   e.q_float = q.data;
   e.k_float = k.data;
-  int8_rows(quantize(q, r.q.spec), e.tokens, e.q_codes, e.q_scales);
-  int8_rows(quantize(k, r.k.spec), e.k_rows, e.k_codes, e.k_scales);
+  if (r.q.unit_scale) {  // float Q and K: rounded, as the emulator's unit-scale operands
+    const Format fq = format_of(r.q.spec.format), fk = format_of(r.k.spec.format);
+    for (float x : q.data) e.q_values.push_back(static_cast<float>(round_to(fq, x)));
+    for (float x : k.data) e.k_values.push_back(static_cast<float>(round_to(fk, x)));
+  } else {
+    int8_rows(quantize(q, r.q.spec), e.tokens, e.q_codes, e.q_scales);
+    int8_rows(quantize(k, r.k.spec), e.k_rows, e.k_codes, e.k_scales);
+  }
+  if (!opt.with_v) return e;
   const int hkv = p.v.heads, n = p.v.tokens, d = p.v.dim;
   std::vector<std::uint32_t> v_codes(p.v.size());
   e.v_scales.assign(static_cast<std::size_t>(hkv) * d, 1.0f);
@@ -132,7 +139,7 @@ bool same_bits(const char* name, const std::vector<T>& got, const std::vector<T>
 
 void check(const Problem& p, const Recipe& r, const std::string& what, const gpu::PrepareOptions& opt = {}) {
   INFO(what);
-  REQUIRE(gpu::prepare_not_covered(r, p.q.dim).empty());
+  REQUIRE(gpu::prepare_not_covered(r, p.q.dim, opt.with_v).empty());
   const gpu::PreparedHost got = gpu::prepare_on_device(p, r, opt);
   const gpu::PreparedHost want = cpu_prepare(p, r, opt);
   REQUIRE(got.k_rows == want.k_rows);
@@ -145,6 +152,8 @@ void check(const Problem& p, const Recipe& r, const std::string& what, const gpu
   ok &= same_bits("Q after rotation and smoothing", got.q_float, want.q_float, total);
   ok &= same_bits("K after rotation and smoothing", got.k_float, want.k_float, total);
   ok &= same_bits("K block means", got.k_block_means, want.k_block_means, total);
+  ok &= same_bits("Q values (float formats)", got.q_values, want.q_values, total);
+  ok &= same_bits("K values (float formats)", got.k_values, want.k_values, total);
   ok &= same_bits("Q int8 codes", got.q_codes, want.q_codes, total);
   ok &= same_bits("Q scales", got.q_scales, want.q_scales, total);
   ok &= same_bits("K int8 codes", got.k_codes, want.k_codes, total);
@@ -342,4 +351,7 @@ TEST_CASE("prepare kernels equal the CPU path on the shipped real dump", "[gpu][
   r.q_smoothing = true;
   r.tiles.block_q = 128;
   check(s.problem, r, "layer 15 hadamard + K block means (corrected) + Q smoothing (128)");
+  r.q.unit_scale = r.k.unit_scale = true;  // Q and K rounded to bf16, for flash_dot4 (V not prepared)
+  r.q.spec.format = r.k.spec.format = FormatId::bf16;
+  check(s.problem, r, "layer 15 bf16 Q/K, hadamard + K block means (corrected) + Q smoothing", gpu::PrepareOptions{false, false});
 }
