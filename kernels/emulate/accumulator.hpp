@@ -5,120 +5,144 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/formats/host_device.hpp"
 #include "kernels/recipe/recipe.hpp"
 
 namespace qattn {
 
+// The math the models need, on the host (std::) and on a GPU (CUDA's and HIP's global functions).
+namespace accmath {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+QATTN_HD inline double frexp(double x, int* e) { return ::frexp(x, e); }
+QATTN_HD inline double ldexp(double x, int e) { return ::ldexp(x, e); }
+QATTN_HD inline double trunc(double x) { return ::trunc(x); }
+QATTN_HD inline double rint(double x) { return ::rint(x); }
+QATTN_HD inline int ilogb(double x) { return ::ilogb(x); }
+QATTN_HD inline bool isfinite(double x) { return ::isfinite(x); }
+#else
+inline double frexp(double x, int* e) { return std::frexp(x, e); }
+inline double ldexp(double x, int e) { return std::ldexp(x, e); }
+inline double trunc(double x) { return std::trunc(x); }
+inline double rint(double x) { return std::nearbyint(x); }  // default mode: ties to even
+inline int ilogb(double x) { return std::ilogb(x); }
+inline bool isfinite(double x) { return std::isfinite(x); }
+#endif
+}  // namespace accmath
+
 // x rounded to `mbits` explicit mantissa bits (exponent unbounded), by `mode`.
-inline double round_mantissa(double x, int mbits, Rounding mode) {
-  if (x == 0 || !std::isfinite(x)) return x;
+QATTN_HD inline double round_mantissa(double x, int mbits, Rounding mode) {
+  if (x == 0 || !accmath::isfinite(x)) return x;
   int e = 0;
-  const double f = std::frexp(x, &e);                 // x = f 2^e, |f| in [0.5, 1)
-  const double scaled = std::ldexp(f, mbits + 1);     // integer part holds 1 + mbits bits
-  const double r = mode == Rounding::toward_zero ? std::trunc(scaled) : std::nearbyint(scaled);  // default mode: ties to even
-  return std::ldexp(r, e - mbits - 1);
+  const double f = accmath::frexp(x, &e);              // x = f 2^e, |f| in [0.5, 1)
+  const double scaled = accmath::ldexp(f, mbits + 1);  // integer part holds 1 + mbits bits
+  const double r = mode == Rounding::toward_zero ? accmath::trunc(scaled) : accmath::rint(scaled);
+  return accmath::ldexp(r, e - mbits - 1);
 }
 
-// Sums terms[0..n) into acc (an fp32 register) under the model; returns the new register value.
-// Terms are exact products (fp8 x fp8 and int8-valued products fit a double exactly).
+// fp16 rounding of a double: 10 mantissa bits, saturating at 65504, subnormals below 2^-14
+// (quantum 2^-24).
+QATTN_HD inline double round_to_fp16_value(double x) {
+  if (x >= 65520.0 || x <= -65520.0) return x < 0 ? -65504.0 : 65504.0;
+  if (x < 0x1p-14 && x > -0x1p-14) return accmath::rint(x * 0x1p24) * 0x1p-24;
+  return round_mantissa(x, 10, Rounding::nearest_even);
+}
+
+// Sums n terms into acc (an fp32 register) under the model a; returns the new register value.
+// term(i) is the i-th exact product (fp8 x fp8, fp16 x fp16, fp32 x fp32 and int8-valued products
+// fit a double exactly); expo(i) its exponent from its factors (ilogb x + ilogb y + 1, 0 for a zero
+// product), read by fused models only. One implementation for the emulator and the GPU's generic
+// family (kernels/gpu/flash_dot4.cu), which computes the products on the fly.
+// (nvcc: the host instantiation, with host lambdas, must not warn about its device twin.)
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+template <typename Term, typename Expo>
+QATTN_HD float accumulate(const Accumulator& a, float acc_in, int n, const Term& term, const Expo& expo) {
+  switch (a.kind) {
+    case Accumulator::Kind::exact: {
+      double s = 0;  // products of 8-bit operands: the double sum of <= 2^20 terms is exact
+      for (int i = 0; i < n; ++i) s += term(i);
+      return static_cast<float>(static_cast<double>(acc_in) + s);
+    }
+    case Accumulator::Kind::fp32: {
+      float acc = acc_in;
+      for (int i = 0; i < n; ++i) acc = acc + static_cast<float>(term(i));
+      return acc;
+    }
+    case Accumulator::Kind::fp16: {
+      double r = round_to_fp16_value(acc_in);
+      for (int i = 0; i < n; ++i) r = round_to_fp16_value(r + round_to_fp16_value(term(i)));
+      return static_cast<float>(r);
+    }
+    case Accumulator::Kind::mma: break;
+  }
+  // Per chunk of a.chunk terms: unfused, the products are aligned to the chunk's largest (keeping
+  // align_bits, truncating the rest, as a fixed-width adder does), summed exactly, the sum rounded
+  // to chunk_mantissa_bits, then added into an accumulator of acc_mantissa_bits. Fused (a chain of
+  // MMA instructions), the running partial joins its chunk's alignment and the sum is cut to
+  // chunk_mantissa_bits. With flush_every > 0 the partial is added into a true fp32 register every
+  // flush_every chunks.
+  double fp32_reg = acc_in, partial = a.flush_every > 0 ? 0.0 : static_cast<double>(acc_in);
+  int chunks = 0;
+  for (int c0 = 0; c0 < n; c0 += a.chunk) {
+    const int c1 = c0 + a.chunk < n ? c0 + a.chunk : n;
+    int emax = INT32_MIN;
+    if (a.fused && partial != 0) emax = accmath::ilogb(partial) + 1;
+    for (int i = c0; i < c1; ++i) {
+      const double t = term(i);
+      if (t == 0) continue;
+      int e = 0;
+      if (a.fused) {
+        e = expo(i);
+      } else {
+        accmath::frexp(t, &e);
+      }
+      emax = e > emax ? e : emax;
+    }
+    if (a.fused) {
+      if (emax != INT32_MIN) {
+        // Multiples of the quantum below 2^(align_bits + 6): the double sum is exact.
+        const double quantum = accmath::ldexp(1.0, emax - a.align_bits);
+        double sum = accmath::trunc(partial / quantum) * quantum;
+        for (int i = c0; i < c1; ++i) sum += accmath::trunc(term(i) / quantum) * quantum;
+        partial = round_mantissa(sum, a.chunk_mantissa_bits, a.chunk_rounding);
+      }
+    } else {
+      double sum = 0;
+      if (emax != INT32_MIN) {
+        const double quantum = accmath::ldexp(1.0, emax - a.align_bits);
+        for (int i = c0; i < c1; ++i) sum += accmath::trunc(term(i) / quantum) * quantum;
+      }
+      sum = round_mantissa(sum, a.chunk_mantissa_bits, a.chunk_rounding);
+      partial = round_mantissa(partial + sum, a.acc_mantissa_bits, a.add_rounding);
+    }
+    if (a.flush_every > 0 && ++chunks % a.flush_every == 0) {
+      fp32_reg = static_cast<float>(fp32_reg + partial);
+      partial = 0;
+    }
+  }
+  if (a.flush_every > 0) return static_cast<float>(fp32_reg + partial);
+  return static_cast<float>(partial);
+}
+
+// A product's exponent from its factors, as a fused MMA adder aligns it: E = ilogb x + ilogb y + 1
+// (|x y| < 2^(E + 1)); 0 for zero products (which never set the max).
+QATTN_HD inline int factor_exponent(double x, double y) { return x == 0 || y == 0 ? 0 : accmath::ilogb(x) + accmath::ilogb(y) + 1; }
+
+// The host's view: terms and (for fused models) exponents in arrays.
 class AccumulatorModel {
  public:
   explicit AccumulatorModel(const Accumulator& a) : a_(a) {}
 
-  // exps: for fused models, each product's exponent from its factors (ilogb a + ilogb b + 1); when
-  // empty the exact product's own exponent is used.
+  // exps: for fused models, each product's exponent from its factors; when empty the exact
+  // product's own exponent (ilogb + 1) is used.
   float add(float acc, std::span<const double> terms, std::span<const int> exps = {}) const {
-    switch (a_.kind) {
-      case Accumulator::Kind::exact: {
-        double s = 0;  // products of 8-bit operands: the double sum of <= 2^20 terms is exact
-        for (double t : terms) s += t;
-        return static_cast<float>(static_cast<double>(acc) + s);
-      }
-      case Accumulator::Kind::fp32: {
-        for (double t : terms) acc = acc + static_cast<float>(t);
-        return acc;
-      }
-      case Accumulator::Kind::fp16: {
-        double r = round_to_fp16(acc);
-        for (double t : terms) r = round_to_fp16(r + round_to_fp16(t));
-        return static_cast<float>(r);
-      }
-      case Accumulator::Kind::mma: return a_.fused ? fused(acc, terms, exps) : mma(acc, terms);
-    }
-    return acc;
+    const auto term = [&](int i) { return terms[static_cast<std::size_t>(i)]; };
+    const auto expo = [&](int i) { return exps.empty() ? accmath::ilogb(terms[static_cast<std::size_t>(i)]) + 1 : exps[static_cast<std::size_t>(i)]; };
+    return accumulate(a_, acc, static_cast<int>(terms.size()), term, expo);
   }
 
  private:
-  static double round_to_fp16(double x) {
-    // fp16: 10 mantissa bits, saturating at 65504, subnormals below 2^-14 (quantum 2^-24).
-    if (std::fabs(x) >= 65520.0) return std::copysign(65504.0, x);
-    if (std::fabs(x) < 0x1p-14) return std::nearbyint(x * 0x1p24) * 0x1p-24;
-    return round_mantissa(x, 10, Rounding::nearest_even);
-  }
-
-  // Per chunk: align every product to the chunk's largest exponent keeping align_bits (truncating
-  // the rest, as a fixed-width adder does), sum exactly, round the chunk sum to chunk_mantissa_bits,
-  // then add into the accumulator rounded to acc_mantissa_bits. With flush_every > 0 the accumulator
-  // is a low-precision partial that is added into a true fp32 register every flush_every chunks.
-  float mma(float acc_in, std::span<const double> terms) const {
-    double fp32_reg = acc_in, partial = a_.flush_every > 0 ? 0.0 : static_cast<double>(acc_in);
-    int chunks = 0;
-    for (std::size_t c0 = 0; c0 < terms.size(); c0 += static_cast<std::size_t>(a_.chunk)) {
-      const std::size_t c1 = std::min(terms.size(), c0 + static_cast<std::size_t>(a_.chunk));
-      int emax = INT32_MIN;
-      for (std::size_t i = c0; i < c1; ++i) {
-        if (terms[i] == 0) continue;
-        int e = 0;
-        std::frexp(terms[i], &e);
-        emax = std::max(emax, e);
-      }
-      double sum = 0;
-      if (emax != INT32_MIN) {
-        const double quantum = std::ldexp(1.0, emax - a_.align_bits);
-        for (std::size_t i = c0; i < c1; ++i) sum += std::trunc(terms[i] / quantum) * quantum;
-      }
-      sum = round_mantissa(sum, a_.chunk_mantissa_bits, a_.chunk_rounding);
-      partial = round_mantissa(partial + sum, a_.acc_mantissa_bits, a_.add_rounding);
-      if (a_.flush_every > 0 && ++chunks % a_.flush_every == 0) {
-        fp32_reg = static_cast<float>(fp32_reg + partial);
-        partial = 0;
-      }
-    }
-    if (a_.flush_every > 0) return static_cast<float>(fp32_reg + partial);
-    return static_cast<float>(partial);
-  }
-
-  // A chain of MMA instructions: per chunk, the running partial and the chunk's products are aligned
-  // to the largest exponent among them keeping align_bits (truncated toward zero), summed exactly, and
-  // the sum is cut to chunk_mantissa_bits by chunk_rounding. Measured on the H200 for its HMMA path
-  // (tests/gpu/test_mma_accumulator.cpp).
-  float fused(float acc_in, std::span<const double> terms, std::span<const int> exps) const {
-    double fp32_reg = acc_in, partial = a_.flush_every > 0 ? 0.0 : static_cast<double>(acc_in);
-    int chunks = 0;
-    for (std::size_t c0 = 0; c0 < terms.size(); c0 += static_cast<std::size_t>(a_.chunk)) {
-      const std::size_t c1 = std::min(terms.size(), c0 + static_cast<std::size_t>(a_.chunk));
-      int emax = INT32_MIN;
-      if (partial != 0) emax = std::ilogb(partial) + 1;
-      for (std::size_t i = c0; i < c1; ++i) {
-        if (terms[i] == 0) continue;
-        emax = std::max(emax, exps.empty() ? std::ilogb(terms[i]) + 1 : exps[i]);
-      }
-      if (emax != INT32_MIN) {
-        // Multiples of the quantum below 2^(align_bits + 6): the double sum is exact.
-        const double quantum = std::ldexp(1.0, emax - a_.align_bits);
-        double sum = std::trunc(partial / quantum) * quantum;
-        for (std::size_t i = c0; i < c1; ++i) sum += std::trunc(terms[i] / quantum) * quantum;
-        partial = round_mantissa(sum, a_.chunk_mantissa_bits, a_.chunk_rounding);
-      }
-      if (a_.flush_every > 0 && ++chunks % a_.flush_every == 0) {
-        fp32_reg = static_cast<float>(fp32_reg + partial);
-        partial = 0;
-      }
-    }
-    if (a_.flush_every > 0) return static_cast<float>(fp32_reg + partial);
-    return static_cast<float>(partial);
-  }
-
   Accumulator a_;
 };
 
@@ -130,7 +154,7 @@ class AccumulatorModel {
 // toward zero; C of the mma.sync is then added with one fp32 add (nearest even). The flash kernel
 // issues these HMMAs itself over keys 0-15 and 16-31 of each group of 32, so products enter this
 // model in key order.
-inline Accumulator h200_hmma_accumulator() {
+QATTN_HD inline Accumulator h200_hmma_accumulator() {
   Accumulator a;
   a.kind = Accumulator::Kind::mma;
   a.fused = true;
@@ -142,7 +166,7 @@ inline Accumulator h200_hmma_accumulator() {
 }
 
 // An e4m3 mma.sync.m16n8k32 with C kept in fp32 registers: two chained HMMAs, then one fp32 add.
-inline Accumulator h200_e4m3_mma_accumulator() {
+QATTN_HD inline Accumulator h200_e4m3_mma_accumulator() {
   Accumulator a = h200_hmma_accumulator();
   a.flush_every = 2;
   return a;

@@ -198,7 +198,7 @@ void factor_exponents(const float* a, const float* b, int b_stride, int n, std::
   exps.resize(static_cast<std::size_t>(n));
   for (int c = 0; c < n; ++c) {
     const float x = a[c], y = b[static_cast<std::size_t>(c) * b_stride];
-    exps[static_cast<std::size_t>(c)] = x == 0 || y == 0 ? 0 : std::ilogb(x) + std::ilogb(y) + 1;
+    exps[static_cast<std::size_t>(c)] = factor_exponent(x, y);
   }
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // The softmax's exp2, one definition for the emulator and the kernels that reproduce it bit for bit.
-// A float64 exp2 (glibc's and CUDA's are within 1 ulp of float64) rounded once to fp32 is the
-// correctly rounded fp32 result unless the exact value lies within about 2 float64 ulps of an fp32
-// rounding boundary: host and device disagree on a few arguments in 10^9. A library exp2f does not
+// A float64 exp2 rounded once to fp32. Host (glibc) and device (CUDA, HIP) disagree only where
+// their float64 results differ, by one float64 ulp (each library is within 1 ulp; glibc's exp2 is
+// off the correct rounding on well under 1% of arguments), AND an fp32 rounding boundary lies
+// between the two (2^-29 of such pairs): about once in 10^11 arguments. A library exp2f does not
 // give that: glibc's is off the correct rounding about once in 250 arguments (0.502 ulp), the GPUs'
 // by up to 2 ulp. On the H200 every output of the dot4 family's tests equals the emulator's.
 #include <cmath>

@@ -39,8 +39,6 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
     const int groups = scale_groups(r.q, d);
     if (groups != scale_groups(r.k, d) || (d / groups) % 4 != 0) return "QK^T: Q and K scale groups must match and hold a multiple of 4 channels";
     if (r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T of integer codes accumulates exactly (int32)";
-  } else if (r.qk_acc.kind != Accumulator::Kind::fp32 && r.qk_acc.kind != Accumulator::Kind::exact) {
-    return "QK^T of values accumulates in fp32 or exactly (float64); matrix-unit models have their own kernels";
   }
   if (needs_preparation(r)) {
     const std::string why = prepare_not_covered(r, d, false);
@@ -48,9 +46,6 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
   }
   if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes have no GPU kernel yet";
   if (!r.p.unit_scale && r.p.spec.rule != ScaleRule::static_multiplier) return "P needs a static multiplier";
-  if (r.pv_acc.kind != Accumulator::Kind::fp32 && r.pv_acc.kind != Accumulator::Kind::exact) {
-    return "PV accumulates in fp32 or exactly (float64); matrix-unit models have their own kernels";
-  }
   if (r.split_k > kMaxDot4Splits) return "split-K takes at most " + std::to_string(kMaxDot4Splits) + " splits";
   const int ws = dot4_wave_size();
   if (r.tiles.block_k % ws != 0 || r.tiles.block_k > 8 * ws) {
@@ -111,7 +106,7 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.kv_heads = p.k.heads;
   in.tokens = p.q.tokens;
   in.dim = p.q.dim;
-  in.qk = integer_codes(r.q) ? Dot4Qk::integer : r.qk_acc.kind == Accumulator::Kind::exact ? Dot4Qk::fp64 : Dot4Qk::fp32;
+  in.qk = integer_codes(r.q) ? Dot4Qk::integer : Dot4Qk::values;
   if (!needs_preparation(r)) {  // prepared recipes get Q and K from the preparation kernels
     if (in.qk == Dot4Qk::integer) {
       IntQK qk = int_qk(p, r);
@@ -135,7 +130,8 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.p_format = r.p.spec.format;
   in.p_multiplier = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
   in.denominator_quantized = r.denominator == Denominator::quantized_p;
-  in.pv_fp64 = r.pv_acc.kind == Accumulator::Kind::exact;
+  in.qk_acc = r.qk_acc;
+  in.pv_acc = r.pv_acc;
   in.lazy_rescale_tau = static_cast<float>(r.lazy_rescale_tau);
   in.split_k = r.split_k;
   in.block_k = r.tiles.block_k;

@@ -1,11 +1,12 @@
 // Generic flash attention: S = Q K^T (integer codes by dot4, or float values), online softmax in
 // exp2 with the emulator's fp32 operations, P quantized against the running max through the lab's
-// shared scalar codec, O += P V summed key by key (the emulator's fp32 or float64 accumulator).
+// shared scalar codec, O += P V summed key by key by the recipe's accumulator model.
 // One wave per query row; the tuning (waves per block) never changes a result.
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/emulate/accumulator.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
 #include "kernels/gpu/flash_dot4.hpp"
@@ -38,7 +39,8 @@ struct Params {
   int nrows = 0, hq = 0, hkv = 0, n = 0, d = 0, window = 0, bc = 0, groups = 1;
   int splits = 1;           // split-K: key splits per row, merged by online softmax
   float* part_o = nullptr;  // split-K: each split's O [Hq][rows][splits][d]
-  bool causal = false, denominator_quantized = true, pv_fp64 = false;
+  bool causal = false, denominator_quantized = true;
+  Accumulator qk_acc, pv_acc;
   float c = 0, p_mult = 1;
   Format pf{};
 };
@@ -71,13 +73,9 @@ __device__ float raw_score(const Params& p, int h, int kh, int i, int j) {
   } else {
     const float* a = p.qf + (static_cast<long>(h) * p.n + i) * p.d;
     const float* b = p.kf + (static_cast<long>(kh) * p.n + j) * p.d;
-    if constexpr (QK == Dot4Qk::fp32) {
-      for (int c = 0; c < p.d; ++c) s += a[c] * b[c];
-    } else {
-      double t = 0;  // products of fp32 values are exact in float64
-      for (int c = 0; c < p.d; ++c) t += static_cast<double>(a[c]) * static_cast<double>(b[c]);
-      s = static_cast<float>(t);
-    }
+    const auto term = [&](int c) { return static_cast<double>(a[c]) * static_cast<double>(b[c]); };  // exact
+    const auto expo = [&](int c) { return factor_exponent(a[c], b[c]); };
+    s = accumulate(p.qk_acc, 0.0f, p.d, term, expo);
   }
   if (p.q_means != nullptr) {
     // The smoothed Q lost its tile mean: dS = mean_q . k, in fp32, from K before quantization.
@@ -145,19 +143,18 @@ __device__ void run_tiles(const Params& p, float* pq, float* pt, int h, int kh, 
       for (int jj = 0; jj < w; ++jj) pq_sum += pq[jj];
       st.lp = alpha * st.lp + pq_sum;
     }
-    // O = O * alpha, then O += P V: this lane's channels, keys in order.
+    // O = O * alpha, then O += P V: this lane's channels, the tile's keys in order.
     for (int u = 0; u * kWaveSize < p.d; ++u) {
       const int c = lane + u * kWaveSize;
       const float* vc = p.v + (static_cast<long>(kh) * p.n + j0) * p.d + c;
-      const float scaled = st.o[u] * alpha;
-      if (p.pv_fp64) {
-        double acc = 0;  // the tile's exact products in float64, then one add into fp32
-        for (int jj = 0; jj < w; ++jj) acc += static_cast<double>(pq[jj]) * static_cast<double>(vc[static_cast<long>(jj) * p.d]);
-        st.o[u] = static_cast<float>(static_cast<double>(scaled) + acc);
-      } else {
-        float acc = scaled;
+      if (p.pv_acc.kind == Accumulator::Kind::fp32) {  // the common model, without the generic path's float64
+        float acc = st.o[u] * alpha;
         for (int jj = 0; jj < w; ++jj) acc += pq[jj] * vc[static_cast<long>(jj) * p.d];
         st.o[u] = acc;
+      } else {
+        const auto term = [&](int jj) { return static_cast<double>(pq[jj]) * static_cast<double>(vc[static_cast<long>(jj) * p.d]); };
+        const auto expo = [&](int jj) { return factor_exponent(pq[jj], vc[static_cast<long>(jj) * p.d]); };
+        st.o[u] = accumulate(p.pv_acc, st.o[u] * alpha, w, term, expo);
       }
     }
     wave_sync();
@@ -277,7 +274,8 @@ Params scalar_params(const Dot4Inputs& in) {
   p.groups = in.groups;
   p.causal = in.causal;
   p.denominator_quantized = in.denominator_quantized;
-  p.pv_fp64 = in.pv_fp64;
+  p.qk_acc = in.qk_acc;
+  p.pv_acc = in.pv_acc;
   p.tau = in.lazy_rescale_tau;
   p.splits = in.split_k;
   p.c = in.score_factor;
@@ -323,8 +321,7 @@ std::vector<float> launch(Dot4Qk qk, Params& p, DeviceBuffers& mem, const Dot4Tu
   const int block = waves * wave_size(), shared = static_cast<int>(sizeof(float)) * waves * (2 * p.bc + 3 * p.splits);
   switch (qk) {
     case Dot4Qk::integer: flash_dot4_kernel<Dot4Qk::integer><<<grid, block, shared>>>(p); break;
-    case Dot4Qk::fp32: flash_dot4_kernel<Dot4Qk::fp32><<<grid, block, shared>>>(p); break;
-    case Dot4Qk::fp64: flash_dot4_kernel<Dot4Qk::fp64><<<grid, block, shared>>>(p); break;
+    case Dot4Qk::values: flash_dot4_kernel<Dot4Qk::values><<<grid, block, shared>>>(p); break;
   }
   check_launch("flash_dot4_kernel");
   return download(out, count);

@@ -4,8 +4,9 @@
 // emulator's operations in the emulator's order:
 //   S = Q K^T  integer codes (int8, int4: dot4, int32, exact) with one fp32 scale per (head, token,
 //              group of channels), groups summed in fp32 as llama.cpp's blocks; or float values
-//              (any float format, rounded or scaled, as the emulator multiplies them) summed channel
-//              by channel in fp32 (multiply, then add) or in float64 (exact products, fp64 adds);
+//              (any float format, rounded or scaled, as the emulator multiplies them) summed by the
+//              recipe's accumulator model (kernels/emulate/accumulator.hpp, shared host/device:
+//              fp32, float64-exact, fp16, or an MMA unit's chunked alignment);
 //              plus mean_q . k (SageAttention2's Q smoothing, from K before quantization) and
 //              q . mu_b (K block means with correction, from the unquantized Q), each in fp32.
 //   P          against the running max (kept while it grows by at most tau: lazy rescale),
@@ -13,9 +14,9 @@
 //              multiplier); the denominator summed key by key.
 //   split-K   the row's key tiles in split_k splits, each from a fresh state, merged by online
 //              softmax in split order (the emulator's finish()).
-//   O += P V   V as values (rounded or dequantized by the host), key by key in fp32, or per key tile
-//              in float64 then added into the fp32 O (the emulator's "exact" accumulator); with V
-//              smoothing, mean_v * sum(P) added before the division.
+//   O += P V   V as values (rounded or dequantized by the host), each key tile's products summed
+//              into O by the recipe's accumulator model, keys in order; with V smoothing,
+//              mean_v * sum(P) added before the division.
 // exp2 is the emulator's exp2_rn (kernels/formats/exp2.hpp): a float64 exp2 rounded once.
 #include <cstdint>
 #include <string>
@@ -28,9 +29,8 @@
 namespace qattn::gpu {
 
 enum class Dot4Qk : std::uint8_t {
-  integer,  // q_codes / k_codes with q_scales / k_scales
-  fp32,     // q_values / k_values, fp32 multiply then fp32 add, channels in order
-  fp64,     // q_values / k_values, exact products summed in float64, channels in order
+  integer,  // q_codes / k_codes with q_scales / k_scales, int32 sums
+  values,   // q_values / k_values, products summed by qk_acc
 };
 
 inline constexpr int kMaxDot4Splits = 64;  // split-K: each split's (m, l, lp) sits in shared memory
@@ -50,7 +50,8 @@ struct Dot4Inputs {
   FormatId p_format = FormatId::e4m3;
   float p_multiplier = 448;
   bool denominator_quantized = true;
-  bool pv_fp64 = false;                                // PV: false fp32 key by key; true float64 per tile
+  Accumulator qk_acc;                                  // values QK^T: the model (channels in order)
+  Accumulator pv_acc;                                  // P V: the model (each tile's keys in order)
   std::vector<float> v_means;                          // V smoothing: [Hkv, d] (V above is minus these); empty: none
   float lazy_rescale_tau = 0;                          // 0: rescale whenever the max grows
   int split_k = 1;                                     // key splits per row (at most kMaxDot4Splits), merged as the emulator
