@@ -11,6 +11,7 @@
 #include "kernels/formats/exp2.hpp"
 #include "kernels/gpu/flash_dot4.hpp"
 #include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/query_rows.hpp"
 #include "kernels/gpu/prepare.hpp"
 
 namespace qattn::gpu {
@@ -36,20 +37,15 @@ struct Params {
   const float* v = nullptr;
   const int* rows = nullptr;
   float* out = nullptr;
-  int nrows = 0, hq = 0, hkv = 0, n = 0, d = 0, window = 0, bc = 0, groups = 1;
+  int nrows = 0, hq = 0, hkv = 0, n = 0, d = 0, bc = 0, groups = 1;
   int splits = 1;           // split-K: key splits per row, merged by online softmax
   float* part_o = nullptr;  // split-K: each split's O [Hq][rows][splits][d]
-  bool causal = false, denominator_quantized = true;
+  bool denominator_quantized = true;
+  RowMask mask;  // the keys each query row sees
   Accumulator qk_acc, pv_acc;
   float c = 0, p_mult = 1;
   Format pf{};
 };
-
-__device__ inline bool visible(const Params& p, int i, int j) {
-  if (p.causal && j > i) return false;
-  if (p.window > 0 && (i - j >= p.window || j - i >= p.window)) return false;
-  return true;
-}
 
 // int32 dot of scale group g of query (h, i) and key (kh, j).
 __device__ inline int group_logit(const Params& p, int h, int kh, int i, int j, int g) {
@@ -115,7 +111,7 @@ __device__ void run_tiles(const Params& p, float* pq, float* pt, int h, int kh, 
     float tile_max = neg_inf;
     for (int u = 0; u * kWaveSize < p.bc; ++u) {
       const int jj = lane + u * kWaveSize, j = j0 + jj;
-      const float s = jj < w && visible(p, i, j) ? raw_score<QK>(p, h, kh, i, j) * p.c : neg_inf;
+      const float s = jj < w && p.mask.visible(i, j) ? raw_score<QK>(p, h, kh, i, j) * p.c : neg_inf;
       s_lane[u] = s;
       tile_max = fmaxf(tile_max, s);
     }
@@ -173,12 +169,8 @@ __global__ void flash_dot4_kernel(Params p) {
   float* pt = pq + p.bc;                                     // the denominator's terms, summed in key order
   float* split_mllp = pt + p.bc;                             // each split's (m, l, lp)
 
-  int lo = 0, hi = p.n;
-  if (p.causal) hi = i + 1;
-  if (p.window > 0) {
-    lo = max(0, i - p.window + 1);
-    if (!p.causal) hi = min(p.n, i + p.window);
-  }
+  int lo = 0, hi = 0;
+  p.mask.keys(i, lo, hi);
   // The row's key tiles, split as the emulator splits them: ceil(tiles / splits) per split.
   const int t0 = lo / p.bc, t1 = max(t0, (hi + p.bc - 1) / p.bc);
   const int per = max(1, (t1 - t0 + p.splits - 1) / p.splits);
@@ -231,16 +223,6 @@ __global__ void logits_kernel(Params p, const int* hs, const int* is, const int*
   result[t] = group_logit(p, hs[e], hs[e] / (p.hq / p.hkv), is[e], js[e], g);
 }
 
-std::vector<int> pack(const std::vector<std::int8_t>& codes) {
-  std::vector<int> words(codes.size() / 4);
-  for (std::size_t w = 0; w < words.size(); ++w) {
-    std::uint32_t x = 0;
-    for (int k = 0; k < 4; ++k) x |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(codes[4 * w + k])) << (8 * k);
-    words[w] = static_cast<int>(x);
-  }
-  return words;
-}
-
 void require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("flash_dot4: " + what);
 }
@@ -269,10 +251,9 @@ Params scalar_params(const Dot4Inputs& in) {
   p.hkv = in.kv_heads;
   p.n = in.tokens;
   p.d = in.dim;
-  p.window = in.window;
   p.bc = in.block_k;
   p.groups = in.groups;
-  p.causal = in.causal;
+  p.mask = RowMask{in.tokens, in.causal, in.window};
   p.denominator_quantized = in.denominator_quantized;
   p.qk_acc = in.qk_acc;
   p.pv_acc = in.pv_acc;
@@ -293,8 +274,8 @@ struct DeviceInputs {
       require(in.q_codes.size() == qn * in.dim && in.k_codes.size() == kn * in.dim, "q_codes / k_codes must hold heads * tokens * dim codes");
       require(in.q_scales.size() == qn * in.groups && in.k_scales.size() == kn * in.groups,
               "q_scales / k_scales must hold heads * tokens * groups scales");
-      p.q = mem.upload(pack(in.q_codes));
-      p.k = mem.upload(pack(in.k_codes));
+      p.q = mem.upload(pack_int8_words(in.q_codes));
+      p.k = mem.upload(pack_int8_words(in.k_codes));
       p.q_scales = mem.upload(in.q_scales);
       p.k_scales = mem.upload(in.k_scales);
     } else {

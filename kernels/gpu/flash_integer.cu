@@ -9,6 +9,7 @@
 #include "kernels/emulate/qflash.hpp"
 #include "kernels/gpu/flash_integer.hpp"
 #include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/query_rows.hpp"
 
 namespace qattn::gpu {
 
@@ -24,16 +25,10 @@ struct Params {
   const float *q_scales = nullptr, *k_scales = nullptr, *v_scales = nullptr;
   const int* rows = nullptr;
   float* out = nullptr;
-  int nrows = 0, hq = 0, hkv = 0, n = 0, d = 0, window = 0, bc = 0;
-  bool causal = false;
+  int nrows = 0, hq = 0, hkv = 0, n = 0, d = 0, bc = 0;
+  RowMask mask;  // the keys each query row sees
   double scale = 0;
 };
-
-__device__ inline bool visible(const Params& p, int i, int j) {
-  if (p.causal && j > i) return false;
-  if (p.window > 0 && (i - j >= p.window || j - i >= p.window)) return false;
-  return true;
-}
 
 __device__ inline int logit(const Params& p, int h, int kh, int i, int j) {
   const int words = p.d / 4;
@@ -59,7 +54,7 @@ __device__ void qflash_row(const Params& p, long long* p8, int h, int kh, int i,
     int tile_max = INT_MIN;
     for (int u = 0; u * kWaveSize < p.bc; ++u) {
       const int jj = lane + u * kWaveSize, j = j0 + jj;
-      vis_lane[u] = jj < w && visible(p, i, j);
+      vis_lane[u] = jj < w && p.mask.visible(i, j);
       s_lane[u] = vis_lane[u] ? logit(p, h, kh, i, j) : 0;
       if (vis_lane[u]) tile_max = max(tile_max, s_lane[u]);
     }
@@ -96,17 +91,17 @@ __device__ void shiftmax_row(const Params& p, long long* pw, int h, int kh, int 
   const long long i0 = ivit::i0(static_cast<double>(p.q_scales[h]) * p.k_scales[kh] * p.scale);
   int mx = INT_MIN;
   for (int j = lo + lane; j < hi; j += kWaveSize)
-    if (visible(p, i, j)) mx = max(mx, logit(p, h, kh, i, j));
+    if (p.mask.visible(i, j)) mx = max(mx, logit(p, h, kh, i, j));
   mx = wave_max(mx);
   long long sum = 0;
   for (int j = lo + lane; j < hi; j += kWaveSize)
-    if (visible(p, i, j)) sum += ivit::exp(static_cast<long long>(logit(p, h, kh, i, j)) - mx, i0);
+    if (p.mask.visible(i, j)) sum += ivit::exp(static_cast<long long>(logit(p, h, kh, i, j)) - mx, i0);
   sum = wave_sum(sum);
   const long long factor = (1LL << ivit::kDivBits) / sum;
   long long o[kMaxChannelsPerLane] = {};
   for (int j0 = lo; j0 < hi; j0 += kWaveSize) {
     const int j = j0 + lane;
-    const bool vis = j < hi && visible(p, i, j);
+    const bool vis = j < hi && p.mask.visible(i, j);
     pw[lane] = vis ? (factor * ivit::exp(static_cast<long long>(logit(p, h, kh, i, j)) - mx, i0)) >> (ivit::kDivBits - ivit::kPBits) : 0;
     wave_sync();
     const int w = min(kWaveSize, hi - j0);
@@ -127,12 +122,8 @@ __global__ void flash_integer_kernel(Params p) {
   const int r = blockIdx.x * (blockDim.x / kWaveSize) + wave;
   if (r >= p.nrows) return;
   const int h = blockIdx.y, kh = h / (p.hq / p.hkv), i = p.rows[r];
-  int lo = 0, hi = p.n;
-  if (p.causal) hi = i + 1;
-  if (p.window > 0) {
-    lo = max(0, i - p.window + 1);
-    if (!p.causal) hi = min(p.n, i + p.window);
-  }
+  int lo = 0, hi = 0;
+  p.mask.keys(i, lo, hi);
   float out[kMaxChannelsPerLane];
   if constexpr (S == IntegerSoftmax::qflash) {
     qflash_row(p, shared_p + wave * p.bc, h, kh, i, lo, hi, lane, out);
@@ -140,16 +131,6 @@ __global__ void flash_integer_kernel(Params p) {
     shiftmax_row(p, shared_p + wave * kWaveSize, h, kh, i, lo, hi, lane, out);
   }
   for (int u = 0; u * kWaveSize < p.d; ++u) p.out[(static_cast<long>(h) * p.nrows + r) * p.d + lane + u * kWaveSize] = out[u];
-}
-
-std::vector<int> pack(const std::vector<std::int8_t>& codes) {
-  std::vector<int> words(codes.size() / 4);
-  for (std::size_t w = 0; w < words.size(); ++w) {
-    std::uint32_t x = 0;
-    for (int k = 0; k < 4; ++k) x |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(codes[4 * w + k])) << (8 * k);
-    words[w] = static_cast<int>(x);
-  }
-  return words;
 }
 
 void require(bool ok, const std::string& what) {
@@ -180,8 +161,8 @@ std::vector<float> flash_integer(const IntegerInputs& in, const IntegerTuning& t
 
   DeviceBuffers mem;
   Params p;
-  p.q = mem.upload(pack(in.q_codes));
-  p.k = mem.upload(pack(in.k_codes));
+  p.q = mem.upload(pack_int8_words(in.q_codes));
+  p.k = mem.upload(pack_int8_words(in.k_codes));
   p.v = mem.upload(in.v_codes);
   p.q_scales = mem.upload(in.q_scales);
   p.k_scales = mem.upload(in.k_scales);
@@ -192,9 +173,8 @@ std::vector<float> flash_integer(const IntegerInputs& in, const IntegerTuning& t
   p.hkv = in.kv_heads;
   p.n = in.tokens;
   p.d = in.dim;
-  p.window = in.window;
   p.bc = in.block_k;
-  p.causal = in.causal;
+  p.mask = RowMask{in.tokens, in.causal, in.window};
   p.scale = in.softmax_scale;
   const std::size_t count = static_cast<std::size_t>(in.q_heads) * in.rows.size() * in.dim;
   float* out = mem.alloc<float>(count);
