@@ -148,6 +148,12 @@ bool int8_token_scaled(const OperandQuant& o) {
 
 bool rounded_to(const OperandQuant& o, FormatId f) { return o.unit_scale && o.spec.format == f; }
 
+// Rounded (no scale) to a format whose every value fp16 holds exactly: the fp16 HMMA multiplies it
+// unchanged (e4m3: |x| <= 448, quantum >= 2^-9; e5m2: <= 57344, >= 2^-16; fp16's own 65504, 2^-24).
+bool fp16_exact(const OperandQuant& o) {
+  return rounded_to(o, FormatId::fp16) || rounded_to(o, FormatId::e4m3) || rounded_to(o, FormatId::e5m2);
+}
+
 bool same_accumulator(const Accumulator& a, const Accumulator& b) {
   return a.kind == b.kind && a.chunk == b.chunk && a.align_bits == b.align_bits && a.chunk_mantissa_bits == b.chunk_mantissa_bits &&
          a.chunk_rounding == b.chunk_rounding && a.acc_mantissa_bits == b.acc_mantissa_bits && a.add_rounding == b.add_rounding &&
@@ -163,8 +169,11 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
   return "the mma family is built only for CUDA";
 #else
   const bool qk_int8 = int8_token_scaled(r.q) && int8_token_scaled(r.k);
-  const bool qk_fp16 = rounded_to(r.q, FormatId::fp16) && rounded_to(r.k, FormatId::fp16);
-  if (!qk_int8 && !qk_fp16) return "QK^T: the mma kernel takes int8 Q and K with tensor, head or token fp32 scales, or Q and K rounded to fp16";
+  const bool qk_fp16 = fp16_exact(r.q) && fp16_exact(r.k);
+  if (!qk_int8 && !qk_fp16) {
+    return "QK^T: the mma kernel takes int8 Q and K with tensor, head or token fp32 scales, or Q and K rounded (no scale) to fp16, "
+           "e4m3 or e5m2";
+  }
   if (qk_int8 && r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T in int8 accumulates exactly (int32)";
   if (qk_fp16 && !same_accumulator(r.qk_acc, h200_hmma_accumulator())) {
     return "QK^T in fp16 accumulates as the H200's HMMA does: qk_acc must be h200_hmma";
@@ -265,12 +274,9 @@ MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
     in.q_scales = std::move(qk.q_scales);
     in.k_scales = std::move(qk.k_scales);
   } else {
-    in.qk = QkType::fp16;
-    const Format f16 = format_of(FormatId::fp16);
-    in.q_values = p.q.data;
-    in.k_values = p.k.data;
-    for (float& x : in.q_values) x = static_cast<float>(round_to(f16, x));
-    for (float& x : in.k_values) x = static_cast<float>(round_to(f16, x));
+    in.qk = QkType::fp16;  // fp16, e4m3 or e5m2 values: all exact in fp16
+    in.q_values = operand_values(p.q, r.q);
+    in.k_values = operand_values(p.k, r.k);
   }
   const int d = p.v.dim;
   if (r.v.spec.format == FormatId::e4m3) {

@@ -104,6 +104,22 @@ TEST_CASE("mma kernel vs emulator: e4m3 V without scales, where the emulator's m
   check(p, r, "the same, denominator from P before rounding");
 }
 
+TEST_CASE("mma kernel vs emulator: e4m3 and e5m2 Q and K rounded, through the fp16 HMMA", "[gpu][mma]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  Problem p = test::random_problem(4, 2, 1000, 128, seed);
+  for (float& x : p.q.data) x *= 2.0f;
+  p.causal = true;
+  for (FormatId f : {FormatId::e4m3, FormatId::e5m2}) {
+    Recipe r = mma_recipe(gpu::QkType::fp16, gpu::PvType::e4m3);
+    r.q.spec.format = r.k.spec.format = f;  // every value exact in fp16: the HMMA multiplies them unchanged
+    r.v.unit_scale = true;                  // an all-fp8 recipe without scales
+    const gpu::GpuResult g = gpu::run(p, r);
+    CHECK(g.kernel == gpu::kMmaKernelName);
+    test::check_against_emulator(p, r, g.out.data, (std::string(name_of(f)) + " Q/K rounded + e4m3 PV, d=128 causal").c_str());
+  }
+}
+
 TEST_CASE("mma kernel fed by the preparation kernels: K means and Hadamard rotation on the GPU", "[gpu][mma]") {
   const std::uint64_t seed = std::random_device{}();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
