@@ -699,7 +699,7 @@ std::string decode_not_covered(const Problem& p, const Recipe& r) {
     return "QK^T: the scale group must be a multiple of 16 channels dividing the head dim";
   }
   if (r.k_smoothing != KSmoothing::none || r.q_smoothing || r.v_smoothing || r.rotation != Rotation::none) {
-    return "smoothing and rotation run in preparation kernels that are not written yet";
+    return "the decode kernel takes no smoothing or rotation (flash_dot4 runs them, split-K included)";
   }
   if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes have no decode kernel";
   if (r.lazy_rescale_tau != 0) return "lazy rescale has no decode kernel";
