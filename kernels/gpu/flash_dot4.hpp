@@ -1,6 +1,6 @@
 #pragma once
-// Host interface of the generic flash-attention family (runs on any GPU: dot4 instruction or its
-// fallback, scalar fp32/fp64 otherwise). It covers the recipes the matrix kernels do not, with the
+// Host interface of the generic flash-attention family (runs on any GPU: the dot4 instruction or its
+// fallback, scalar fp32/fp64 arithmetic otherwise). It covers the recipes the matrix kernels do not, with the
 // emulator's operations in the emulator's order:
 //   S = Q K^T  integer codes (int8, int4: dot4, int32, exact) with one fp32 scale per (head, token,
 //              group of channels), groups summed in fp32 as llama.cpp's blocks; or float values
@@ -12,7 +12,7 @@
 //   P          against the running max (kept while it grows by at most tau: lazy rescale),
 //              through the lab's shared scalar codec (any format, a unit scale or a static
 //              multiplier); the denominator summed key by key.
-//   split-K   the row's key tiles in split_k splits, each from a fresh state, merged by online
+//   split-K    the row's key tiles in split_k splits, each from a fresh state, merged by online
 //              softmax in split order (the emulator's finish()).
 //   O += P V   V as values (rounded or dequantized by the host), each key tile's products summed
 //              into O by the recipe's accumulator model, keys in order; with V smoothing,
@@ -67,8 +67,8 @@ struct Dot4Tuning {
 std::vector<float> flash_dot4(const Dot4Inputs& in, const Dot4Tuning& tuning = {});
 
 // From raw fp32 Q and K to the output: the preparation kernels (prepare.cu: rotation, K smoothing,
-// Q smoothing, int8 Q/K) feed the kernel on the device. `in` carries V, the rows, masks and P (its Q/K fields are ignored).
-// Returns [Hq, rows, d].
+// Q smoothing, int8 codes or float rounding of Q and K) feed the kernel on the device. `in` carries
+// qk, V, the rows, masks, P and the accumulators (its Q/K arrays are ignored). Returns [Hq, rows, d].
 std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const Dot4Inputs& in, const Dot4Tuning& tuning = {});
 
 // Test hook: the int32 logits of query (h, i) against key j, one per scale group, computed by the
