@@ -546,14 +546,14 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
   }
   const float sv = pr.v.scales[static_cast<std::size_t>(kh) * p.v.tokens];
   out.o.assign(d, 0.0f);
-  for (int cc = 0; cc < d; ++cc) out.o[cc] = static_cast<float>(qflash::floor_div(o[cc], l)) * sv;
+  for (int cc = 0; cc < d; ++cc) out.o[cc] = static_cast<float>(qflash::normalize(o[cc], l)) * sv;
   if (want_weights) {
     // Key j's weight: P8_j times the release factors of every later tile, over the final l.
     std::vector<double> after(release.size() + 1, 1.0);
     for (std::size_t t = release.size(); t-- > 0;) after[t] = after[t + 1] * (t + 1 < release.size() ? release[t + 1] : 1.0);
     out.weights.assign(n, 0.0);
     for (int j = 0; j < n; ++j)
-      if (key_tile[j] >= 0) out.weights[j] = static_cast<double>(key_p8[j]) * after[key_tile[j]] / static_cast<double>(l);
+      if (key_tile[j] >= 0 && l != 0) out.weights[j] = static_cast<double>(key_p8[j]) * after[key_tile[j]] / static_cast<double>(l);
   }
 }
 

@@ -45,6 +45,12 @@ QATTN_HD inline std::int64_t requantize(std::int64_t p, const Constants& c) { re
 
 QATTN_HD inline std::int64_t scale_release(std::int64_t x, std::int64_t alpha, const Constants& c) { return (x * alpha) / c.i0; }
 
+// The output's integer: floor(O / l). The row max starts at -2^21 (Algorithm 1), above every score
+// when d >= 130 and the scores are very negative: then every P8 flushes to 0 and l = 0, where the
+// paper's algorithm divides by zero; the lab defines that output 0 (O is 0 too).
+QATTN_HD inline std::int64_t floor_div(std::int64_t a, std::int64_t b);
+QATTN_HD inline std::int64_t normalize(std::int64_t o, std::int64_t l) { return l == 0 ? 0 : floor_div(o, l); }
+
 // Floor division for the final normalization (numerator may be negative).
 QATTN_HD inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   const std::int64_t q = a / b;

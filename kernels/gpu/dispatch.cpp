@@ -44,7 +44,7 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
     const std::string why = prepare_not_covered(r, d, false);
     if (!why.empty()) return why;
   }
-  if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes have no GPU kernel yet";
+  if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes run in flash_integer";
   if (!r.p.unit_scale && r.p.spec.rule != ScaleRule::static_multiplier) return "P needs a static multiplier";
   if (r.split_k > kMaxDot4Splits) return "split-K takes at most " + std::to_string(kMaxDot4Splits) + " splits";
   const int ws = dot4_wave_size();
@@ -179,8 +179,8 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
     return "QK^T in fp16 accumulates as the H200's HMMA does: qk_acc must be h200_hmma";
   }
   if (r.q_smoothing || r.v_smoothing) return "the mma kernel has no Q or V smoothing (the dot4 family has)";
-  if (r.k_smoothing == KSmoothing::block_mean_corrected) return "the q . mean correction of block means has no GPU kernel yet";
-  if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes have no GPU kernel yet";
+  if (r.k_smoothing == KSmoothing::block_mean_corrected) return "the mma kernel has no q . mu_b correction of block means (the dot4 family has)";
+  if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes run in flash_integer";
   if (r.split_k != 1 || r.lazy_rescale_tau != 0) return "split-K and lazy rescale have no mma kernel";
   if (r.tiles.block_k != kMmaKeyTile) return "the mma kernel's key tile is 64 (tiles.block_k)";
   if (p.q.dim != 64 && p.q.dim != 128 && p.q.dim != 256) return "the mma kernel takes head dims 64, 128 and 256";
@@ -196,12 +196,12 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
       return "PV in e4m3 accumulates as the H200's mma.sync does: pv_acc must be h200_e4m3_mma";
     }
     if (prepared) {
-      if (!qk_int8) return "rotation and K smoothing run in the preparation kernels, which feed int8 Q/K only";
+      if (!qk_int8) return "with rotation or K smoothing the mma kernel takes int8 Q/K from the preparation kernels";
       return prepare_not_covered(r, p.q.dim);
     }
     return "";
   }
-  if (prepared) return "rotation and K smoothing run in the preparation kernels, which feed int8 Q/K with e4m3 P and V only";
+  if (prepared) return "with rotation or K smoothing the mma kernel takes int8 Q/K with e4m3 P and V only";
   if (rounded_to(r.p, FormatId::fp16) && rounded_to(r.v, FormatId::fp16)) {
     if (!same_accumulator(r.pv_acc, h200_hmma_accumulator())) return "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma";
     return "";

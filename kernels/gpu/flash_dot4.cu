@@ -20,6 +20,7 @@ namespace {
 
 constexpr int kMaxChannelsPerLane = 8;  // d <= 8 * wave size
 constexpr int kMaxKeysPerLane = 8;      // Bc <= 8 * wave size
+constexpr int kMaxSharedBytes = 48 * 1024;  // dynamic shared memory without an opt-in
 
 struct Params {
   const int* q = nullptr;  // integer QK: codes packed four to an int32 word [H][N][d/4]
@@ -182,7 +183,10 @@ __global__ void flash_dot4_kernel(Params p) {
     const float denom = p.denominator_quantized ? st.l : st.l * p.p_mult;
     for (int u = 0; u * kWaveSize < p.d; ++u) {
       const int c = lane + u * kWaveSize;
-      out[c] = (v_mean == nullptr ? st.o[u] : st.o[u] + v_mean[c] * st.lp) / denom;
+      // 0 + o: the emulator's merge starts from +0, which turns a -0 (alpha = 0 times a negative O)
+      // into +0.
+      const float o_c = 0.0f + st.o[u];
+      out[c] = (v_mean == nullptr ? o_c : o_c + v_mean[c] * st.lp) / denom;
     }
     return;
   }
@@ -300,6 +304,8 @@ std::vector<float> launch(Dot4Qk qk, Params& p, DeviceBuffers& mem, const Dot4Tu
   if (p.splits > 1) p.part_o = mem.alloc<float>(count * p.splits);
   const dim3 grid((p.nrows + waves - 1) / waves, p.hq);
   const int block = waves * wave_size(), shared = static_cast<int>(sizeof(float)) * waves * (2 * p.bc + 3 * p.splits);
+  require(shared <= kMaxSharedBytes, "rows_per_block " + std::to_string(waves) + " needs " + std::to_string(shared) +
+                                         " bytes of shared memory, over the 48 KB every GPU gives a launch");
   switch (qk) {
     case Dot4Qk::integer: flash_dot4_kernel<Dot4Qk::integer><<<grid, block, shared>>>(p); break;
     case Dot4Qk::values: flash_dot4_kernel<Dot4Qk::values><<<grid, block, shared>>>(p); break;

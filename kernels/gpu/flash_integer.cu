@@ -18,6 +18,7 @@ namespace {
 constexpr int kMaxChannelsPerLane = 8;  // d <= 8 * wave size
 constexpr int kMaxKeysPerLane = 8;      // QFlash's Bc <= 8 * wave size
 constexpr double kLog2e = 1.4426950408889634;
+constexpr int kMaxSharedBytes = 48 * 1024;
 
 struct Params {
   const int *q = nullptr, *k = nullptr;  // codes packed four to an int32 word [H][N][d/4]
@@ -82,7 +83,7 @@ __device__ void qflash_row(const Params& p, long long* p8, int h, int kh, int i,
     m = m_new;
   }
   const float sv = p.v_scales[kh];
-  for (int u = 0; u * kWaveSize < p.d; ++u) out[u] = static_cast<float>(qflash::floor_div(o[u], l)) * sv;
+  for (int u = 0; u * kWaveSize < p.d; ++u) out[u] = static_cast<float>(qflash::normalize(o[u], l)) * sv;
 }
 
 // I-ViT shiftmax over the whole row: the max, the sum of exp, then P (7 bits) and O in chunks of a
@@ -182,6 +183,8 @@ std::vector<float> flash_integer(const IntegerInputs& in, const IntegerTuning& t
   p.out = out;
   const dim3 grid((p.nrows + waves - 1) / waves, in.q_heads);
   const int shared = static_cast<int>(sizeof(long long)) * waves * (qflash ? in.block_k : ws);
+  require(shared <= kMaxSharedBytes, "rows_per_block " + std::to_string(waves) + " needs " + std::to_string(shared) +
+                                         " bytes of shared memory, over the 48 KB every GPU gives a launch");
   if (qflash) {
     flash_integer_kernel<IntegerSoftmax::qflash><<<grid, waves * ws, shared>>>(p);
   } else {

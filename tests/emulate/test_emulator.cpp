@@ -422,6 +422,28 @@ TEST_CASE("QFlash's integer pipeline lands near the authors' SQNR on their A2 wo
   CHECK(float_softmax > sqnr);
 }
 
+// Q = +1, K = -1 at d = 256: int8 codes +-127 give scores of -256 * 127^2 ~ -4.1e6, below QFlash's
+// starting max of -2^21, so every P8 flushes to 0 and l = 0.
+Problem qflash_flushed_row_problem() {
+  Problem p = random_problem(1, 1, 4, 256, 5);
+  for (float& x : p.q.data) x = 1.0f;
+  for (float& x : p.k.data) x = -1.0f;
+  for (float& x : p.v.data) x = 0.5f;
+  p.causal = true;
+  return p;
+}
+
+TEST_CASE("QFlash: a row whose every P8 flushes (l = 0) gives 0, not a division by zero", "[emulate][qflash]") {
+  const Problem p = qflash_flushed_row_problem();
+  Recipe r = int8_integer_softmax_recipe();
+  r.softmax = SoftmaxKind::qflash_integer;
+  EmulatorOptions opt;
+  opt.prob_rows = {3};
+  const EmulatorResult e = emulate(p, r, opt);
+  for (float x : e.out.data) CHECK(x == 0.0f);
+  for (int j = 0; j < 4; ++j) CHECK(e.probs(0, 0, j) == 0.0);
+}
+
 TEST_CASE("an int8 V multiplies P as values in a float-softmax recipe", "[emulate]") {
   const Problem p = random_problem(2, 1, 128, 32, 88);
   Recipe r = fp32_recipe();

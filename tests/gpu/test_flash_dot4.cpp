@@ -51,6 +51,7 @@ const char* const kPreparedRecipes[] = {
     "q=int8/token k=int8/token ksmooth=block_corrected ksmooth_block=128 acc.qk=exact p=e4m3/static:448",
     "q=int8/token k=int8/token ksmooth=running acc.qk=exact p=e4m3/static:448 v=int8/channel",
     "q=int8/block:64 k=int8/head rotation=hadamard ksmooth=global acc.qk=exact p=e4m3/static:448",
+    "q=int8/token k=int8/token qsmooth=1 acc.qk=exact p=e4m3/static:448",
     "q=int8/token k=int8/token qsmooth=1 ksmooth=global acc.qk=exact p=e4m3/static:448 v=e4m3/channel",
     "q=int8/token k=int8/token qsmooth=1 ksmooth=block_corrected tiles=128x64 acc.qk=exact p=int8/static:127 vsmooth=1",
     "q=fp16 k=fp16 p=fp16 v=fp16 rotation=hadamard ksmooth=global",
@@ -61,7 +62,7 @@ std::vector<float> run_family(const Problem& p, const Recipe& r, const gpu::Dot4
   INFO(gpu::dot4_not_covered(p, r));
   REQUIRE(gpu::dot4_not_covered(p, r).empty());
   const gpu::Dot4Inputs in = gpu::make_inputs(p, r);
-  const bool prepared = r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none;
+  const bool prepared = r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none || r.q_smoothing;
   return prepared ? gpu::flash_dot4_prepared(p, r, in, tuning) : gpu::flash_dot4(in, tuning);
 }
 
@@ -139,6 +140,19 @@ TEST_CASE("dot4 kernel vs emulator: smoothing and rotation from the preparation 
   for (const char* r : kPreparedRecipes) check(p, r, "d=128 full");
 }
 
+TEST_CASE("dot4 kernel: a -0 output (alpha = 0 times a negative O) is +0, as the emulator's merge gives", "[gpu]") {
+  // Tile 1's scores are 163 log2 units above tile 0's: alpha = 2^-163 = 0 in fp32, O = -32 * 0 = -0,
+  // and channel 0 of V is -0 in tile 1, so -0 stays -0 until the merge adds it to +0.
+  Problem p = test::random_problem(1, 1, 64, 32, 9);
+  for (float& x : p.q.data) x = 10.0f;
+  for (int j = 0; j < 64; ++j)
+    for (int c = 0; c < 32; ++c) {
+      p.k(0, j, c) = j < 32 ? 0.0f : 2.0f;
+      if (c == 0) p.v(0, j, c) = j < 32 ? -1.0f : -0.0f;
+    }
+  check(p, "q=fp32 k=fp32 p=fp32 v=fp32 tiles=64x32", "alpha = 0 after a negative O");
+}
+
 TEST_CASE("dot4 kernel vs emulator on the shipped real dump", "[gpu]") {
   const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
   SliceRequest req;
@@ -172,7 +186,7 @@ TEST_CASE("dot4 kernel: tuning changes no bit", "[gpu]") {
   one.rows_per_block = 1;
   eight.rows_per_block = 8;
   for (const char* text : {kFormatRecipes[0], kFormatRecipes[2], kFormatRecipes[6], kFormatRecipes[12], kFormatRecipes[13], kPreparedRecipes[2],
-                           kPreparedRecipes[8]}) {
+                           kPreparedRecipes[9]}) {
     INFO(text);
     const Recipe r = recipe_from_string(text);
     CHECK(run_family(p, r, one) == run_family(p, r, eight));

@@ -50,6 +50,20 @@ TEST_CASE("integer softmax kernels equal the emulator bit for bit: QFlash and sh
   }
 }
 
+TEST_CASE("integer softmax kernels: QFlash rows whose every P8 flushes (l = 0) give 0, as the emulator", "[gpu][integer]") {
+  // Q = +1, K = -1 at d = 256: scores of -256 * 127^2, below QFlash's starting max of -2^21.
+  Problem p = test::random_problem(1, 1, 4, 256, 5);
+  for (float& x : p.q.data) x = 1.0f;
+  for (float& x : p.k.data) x = -1.0f;
+  for (float& x : p.v.data) x = 0.5f;
+  p.causal = true;
+  const Recipe r = recipe_from_string(kRecipes[0]);
+  const std::vector<float> got = gpu::flash_integer(gpu::make_integer_inputs(p, r));
+  const EmulatorResult emu = emulate(p, r);  // all zeros: compare bits, not SQNR (undefined here)
+  REQUIRE(got.size() == emu.out.data.size());
+  CHECK(std::memcmp(got.data(), emu.out.data.data(), sizeof(float) * got.size()) == 0);
+}
+
 TEST_CASE("integer softmax kernels on the shipped real dump", "[gpu][integer]") {
   const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
   SliceRequest req;
