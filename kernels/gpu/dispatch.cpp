@@ -11,6 +11,7 @@
 #include "kernels/formats/quantizer.hpp"
 #include "kernels/gpu/flash_dot4.hpp"
 #include "kernels/gpu/prepare.hpp"
+#include "kernels/gpu/query_rows.hpp"  // the row families' shape limits
 
 namespace qattn::gpu {
 
@@ -20,6 +21,27 @@ bool integer_codes(const OperandQuant& o) { return !o.unit_scale && format_of(o.
 
 // Scale groups along d of an integer operand (one unless group granularity).
 int scale_groups(const OperandQuant& o, int dim) { return o.spec.granularity == Granularity::group ? dim / o.spec.block : 1; }
+
+// Why a one-wave-per-row family (dot4, integer) cannot take this head dim or key tile ("" if it can).
+std::string wave_shape_not_covered(int dim, int block_k, bool tiled) {
+  const int ws = dot4_wave_size();
+  if (tiled && (block_k % ws != 0 || block_k > kMaxKeysPerLane * ws)) {
+    return "the key tile must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(kMaxKeysPerLane * ws);
+  }
+  if (dim % ws != 0 || dim > kMaxChannelsPerLane * ws) {
+    return "the head dim must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(kMaxChannelsPerLane * ws);
+  }
+  return "";
+}
+
+// An integer format's codes as signed bytes.
+std::vector<std::int8_t> signed_codes(const QuantizedTensor& t, FormatId format) {
+  const Format f = format_of(format);
+  std::vector<std::int8_t> out;
+  out.reserve(t.codes.size());
+  for (auto c : t.codes) out.push_back(static_cast<std::int8_t>(decode(f, c)));
+  return out;
+}
 
 bool needs_preparation(const Recipe& r) { return r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none || r.q_smoothing; }
 
@@ -47,12 +69,7 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
   if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes run in flash_integer";
   if (!r.p.unit_scale && r.p.spec.rule != ScaleRule::static_multiplier) return "P needs a static multiplier";
   if (r.split_k > kMaxDot4Splits) return "split-K takes at most " + std::to_string(kMaxDot4Splits) + " splits";
-  const int ws = dot4_wave_size();
-  if (r.tiles.block_k % ws != 0 || r.tiles.block_k > 8 * ws) {
-    return "the key tile must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
-  }
-  if (d % ws != 0 || d > 8 * ws) return "the head dim must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
-  return "";
+  return wave_shape_not_covered(d, r.tiles.block_k, true);
 }
 
 namespace {
@@ -69,10 +86,6 @@ IntQK int_qk(const Problem& p, const Recipe& r) {
   IntQK out;
   const int d = p.q.dim;
   out.groups = scale_groups(r.q, d);
-  const auto codes = [](const QuantizedTensor& t, const Format& f, std::vector<std::int8_t>& dst) {
-    dst.reserve(t.codes.size());
-    for (auto c : t.codes) dst.push_back(static_cast<std::int8_t>(decode(f, c)));
-  };
   const auto scales = [&](const QuantizedTensor& t, int heads, int tokens, std::vector<float>& dst) {
     const int gs = d / out.groups;
     dst.resize(static_cast<std::size_t>(heads) * tokens * out.groups);
@@ -81,8 +94,8 @@ IntQK int_qk(const Problem& p, const Recipe& r) {
         for (int g = 0; g < out.groups; ++g) dst[(static_cast<std::size_t>(h) * tokens + n) * out.groups + g] = t.scales[t.scale_index(h, n, g * gs)];
   };
   const QuantizedTensor q = quantize(p.q, r.q.spec), k = quantize(p.k, r.k.spec);
-  codes(q, format_of(r.q.spec.format), out.q_codes);
-  codes(k, format_of(r.k.spec.format), out.k_codes);
+  out.q_codes = signed_codes(q, r.q.spec.format);
+  out.k_codes = signed_codes(k, r.k.spec.format);
   scales(q, p.q.heads, p.q.tokens, out.q_scales);
   scales(k, p.k.heads, p.k.tokens, out.k_scales);
   return out;
@@ -213,12 +226,7 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
 std::string integer_not_covered(const Problem& p, const Recipe& r) {
   // validate(r) holds the rest: int8 Q, K, V with tensor or head scales, P int8/127, exact sums.
   if (r.softmax == SoftmaxKind::float_online) return "the integer family runs QFlash's and I-ViT's integer softmaxes only";
-  const int ws = dot4_wave_size(), d = p.q.dim;
-  if (r.softmax == SoftmaxKind::qflash_integer && (r.tiles.block_k % ws != 0 || r.tiles.block_k > 8 * ws)) {
-    return "the key tile must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
-  }
-  if (d % ws != 0 || d > 8 * ws) return "the head dim must be a multiple of the wave size (" + std::to_string(ws) + "), at most " + std::to_string(8 * ws);
-  return "";
+  return wave_shape_not_covered(p.q.dim, r.tiles.block_k, r.softmax == SoftmaxKind::qflash_integer);
 }
 
 IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r) {
@@ -228,12 +236,10 @@ IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r) {
   in.kv_heads = p.k.heads;
   in.tokens = p.q.tokens;
   in.dim = p.q.dim;
-  const Format i8 = format_of(FormatId::int8);
   // Codes, and the one scale of each head (tensor or head granularity), from the emulator's quantizers.
-  const auto operand = [&](const TensorF& t, const OperandQuant& o, std::vector<std::int8_t>& codes, std::vector<float>& scales) {
+  const auto operand = [](const TensorF& t, const OperandQuant& o, std::vector<std::int8_t>& codes, std::vector<float>& scales) {
     const QuantizedTensor qt = quantize(t, o.spec);
-    codes.reserve(qt.codes.size());
-    for (auto c : qt.codes) codes.push_back(static_cast<std::int8_t>(decode(i8, c)));
+    codes = signed_codes(qt, o.spec.format);
     for (int h = 0; h < t.heads; ++h) scales.push_back(qt.scales[qt.scale_index(h, 0, 0)]);
   };
   operand(p.q, r.q, in.q_codes, in.q_scales);
@@ -282,9 +288,7 @@ MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
   if (r.v.spec.format == FormatId::e4m3) {
     in.pv = PvType::e4m3;
     if (r.v.unit_scale) {
-      const Format e4m3 = format_of(FormatId::e4m3);
-      in.v_values = p.v.data;
-      for (float& x : in.v_values) x = static_cast<float>(round_to(e4m3, x));
+      in.v_values = operand_values(p.v, r.v);  // rounded to e4m3
     } else {
       // Codes' values, with the scale (one per channel here) applied to O at the end.
       const QuantizedTensor v = quantize(p.v, r.v.spec);

@@ -18,9 +18,6 @@ namespace qattn::gpu {
 
 namespace {
 
-constexpr int kMaxChannelsPerLane = 8;  // d <= 8 * wave size
-constexpr int kMaxKeysPerLane = 8;      // Bc <= 8 * wave size
-constexpr int kMaxSharedBytes = 48 * 1024;  // dynamic shared memory without an opt-in
 
 struct Params {
   const int* q = nullptr;  // integer QK: codes packed four to an int32 word [H][N][d/4]
@@ -227,28 +224,23 @@ __global__ void logits_kernel(Params p, const int* hs, const int* is, const int*
   result[t] = group_logit(p, hs[e], hs[e] / (p.hq / p.hkv), is[e], js[e], g);
 }
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument("flash_dot4: " + what);
-}
+// The device's wave size (kWaveSize is per compiled architecture).
+RowShapeRules rules() { return RowShapeRules("flash_dot4", wave_size()); }
+
+void require(bool ok, const std::string& what) { rules().require(ok, what); }
 
 // The scalar fields and the shape checks; array pointers are the caller's.
 Params scalar_params(const Dot4Inputs& in) {
-  const int ws = wave_size();  // the device's (kWaveSize is per compiled architecture)
-  require(in.q_heads > 0 && in.kv_heads > 0 && in.q_heads % in.kv_heads == 0 && in.tokens > 0,
-          "heads must be positive with q_heads a multiple of kv_heads, tokens positive");
-  require(in.dim % 4 == 0 && in.dim % ws == 0 && in.dim <= kMaxChannelsPerLane * ws,
-          "head dim " + std::to_string(in.dim) + " must be a multiple of 4 and of the wave size " + std::to_string(ws) + ", at most " +
-              std::to_string(kMaxChannelsPerLane * ws));
-  require(in.block_k % ws == 0 && in.block_k > 0 && in.block_k <= kMaxKeysPerLane * ws,
-          "key tile " + std::to_string(in.block_k) + " must be a multiple of the wave size " + std::to_string(ws) + ", at most " +
-              std::to_string(kMaxKeysPerLane * ws));
+  const RowShapeRules shape = rules();
+  shape.heads_and_dim(in.q_heads, in.kv_heads, in.tokens, in.dim);
+  shape.key_tile(in.block_k);
   require(in.split_k >= 1 && in.split_k <= kMaxDot4Splits, "split_k must be in [1, " + std::to_string(kMaxDot4Splits) + "]");
   require(in.groups > 0 && in.dim % in.groups == 0 && (in.dim / in.groups) % 4 == 0,
           "groups " + std::to_string(in.groups) + " must divide the head dim into multiples of 4 channels");
   const std::size_t hn = static_cast<std::size_t>(in.tokens) * in.dim;
   require(in.v.size() == in.kv_heads * hn, "v must hold kv_heads * tokens * dim values");
   require(in.v_means.empty() || in.v_means.size() == static_cast<std::size_t>(in.kv_heads) * in.dim, "v_means must be empty or hold kv_heads * dim means");
-  for (int row : in.rows) require(row >= 0 && row < in.tokens, "row " + std::to_string(row) + " outside [0, tokens)");
+  shape.rows(in.rows, in.tokens);
   Params p;
   p.nrows = static_cast<int>(in.rows.size());
   p.hq = in.q_heads;
@@ -295,17 +287,15 @@ struct DeviceInputs {
 
 // Launches on p (every pointer set) and returns [Hq, rows, d].
 std::vector<float> launch(Dot4Qk qk, Params& p, DeviceBuffers& mem, const Dot4Tuning& tuning) {
+  const int waves = tuning.rows_per_block;
+  const int block = waves * wave_size(), shared = static_cast<int>(sizeof(float)) * waves * (2 * p.bc + 3 * p.splits);
+  rules().launch(waves, shared);
   const std::size_t count = static_cast<std::size_t>(p.hq) * p.nrows * p.d;
   float* out = mem.alloc<float>(count);
   fill_bytes(out, 0xFF, sizeof(float) * count);  // NaN everywhere: every element must be written
   p.out = out;
-  const int waves = tuning.rows_per_block;
-  require(waves >= 1 && waves * wave_size() <= 1024, "rows_per_block must be in [1, 1024 / wave size]");
   if (p.splits > 1) p.part_o = mem.alloc<float>(count * p.splits);
   const dim3 grid((p.nrows + waves - 1) / waves, p.hq);
-  const int block = waves * wave_size(), shared = static_cast<int>(sizeof(float)) * waves * (2 * p.bc + 3 * p.splits);
-  require(shared <= kMaxSharedBytes, "rows_per_block " + std::to_string(waves) + " needs " + std::to_string(shared) +
-                                         " bytes of shared memory, over the 48 KB every GPU gives a launch");
   switch (qk) {
     case Dot4Qk::integer: flash_dot4_kernel<Dot4Qk::integer><<<grid, block, shared>>>(p); break;
     case Dot4Qk::values: flash_dot4_kernel<Dot4Qk::values><<<grid, block, shared>>>(p); break;

@@ -15,10 +15,7 @@ namespace qattn::gpu {
 
 namespace {
 
-constexpr int kMaxChannelsPerLane = 8;  // d <= 8 * wave size
-constexpr int kMaxKeysPerLane = 8;      // QFlash's Bc <= 8 * wave size
 constexpr double kLog2e = 1.4426950408889634;
-constexpr int kMaxSharedBytes = 48 * 1024;
 
 struct Params {
   const int *q = nullptr, *k = nullptr;  // codes packed four to an int32 word [H][N][d/4]
@@ -134,31 +131,24 @@ __global__ void flash_integer_kernel(Params p) {
   for (int u = 0; u * kWaveSize < p.d; ++u) p.out[(static_cast<long>(h) * p.nrows + r) * p.d + lane + u * kWaveSize] = out[u];
 }
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument("flash_integer: " + what);
-}
 
 }  // namespace
 
 std::vector<float> flash_integer(const IntegerInputs& in, const IntegerTuning& tuning) {
   const int ws = wave_size();
-  require(in.q_heads > 0 && in.kv_heads > 0 && in.q_heads % in.kv_heads == 0 && in.tokens > 0,
-          "heads must be positive with q_heads a multiple of kv_heads, tokens positive");
-  require(in.dim % 4 == 0 && in.dim % ws == 0 && in.dim <= kMaxChannelsPerLane * ws,
-          "head dim " + std::to_string(in.dim) + " must be a multiple of 4 and of the wave size " + std::to_string(ws) + ", at most " +
-              std::to_string(kMaxChannelsPerLane * ws));
+  const RowShapeRules shape("flash_integer", ws);
+  shape.heads_and_dim(in.q_heads, in.kv_heads, in.tokens, in.dim);
   const bool qflash = in.softmax == IntegerSoftmax::qflash;
-  require(!qflash || (in.block_k % ws == 0 && in.block_k > 0 && in.block_k <= kMaxKeysPerLane * ws),
-          "key tile " + std::to_string(in.block_k) + " must be a multiple of the wave size " + std::to_string(ws) + ", at most " +
-              std::to_string(kMaxKeysPerLane * ws));
+  if (qflash) shape.key_tile(in.block_k);
   const std::size_t qn = static_cast<std::size_t>(in.q_heads) * in.tokens * in.dim, kn = static_cast<std::size_t>(in.kv_heads) * in.tokens * in.dim;
-  require(in.q_codes.size() == qn && in.k_codes.size() == kn && in.v_codes.size() == kn, "q/k/v codes must hold heads * tokens * dim codes");
-  require(in.q_scales.size() == static_cast<std::size_t>(in.q_heads) && in.k_scales.size() == static_cast<std::size_t>(in.kv_heads) &&
+  shape.require(in.q_codes.size() == qn && in.k_codes.size() == kn && in.v_codes.size() == kn, "q/k/v codes must hold heads * tokens * dim codes");
+  shape.require(in.q_scales.size() == static_cast<std::size_t>(in.q_heads) && in.k_scales.size() == static_cast<std::size_t>(in.kv_heads) &&
               in.v_scales.size() == static_cast<std::size_t>(in.kv_heads),
           "q_scales need one scale per query head, k_scales and v_scales one per kv head");
-  for (int row : in.rows) require(row >= 0 && row < in.tokens, "row " + std::to_string(row) + " outside [0, tokens)");
+  shape.rows(in.rows, in.tokens);
   const int waves = tuning.rows_per_block;
-  require(waves >= 1 && waves * ws <= 1024, "rows_per_block must be in [1, 1024 / wave size]");
+  const int shared = static_cast<int>(sizeof(long long)) * waves * (qflash ? in.block_k : ws);
+  shape.launch(waves, shared);
 
   DeviceBuffers mem;
   Params p;
@@ -182,9 +172,6 @@ std::vector<float> flash_integer(const IntegerInputs& in, const IntegerTuning& t
   fill_bytes(out, 0xFF, sizeof(float) * count);  // NaN everywhere: every element must be written
   p.out = out;
   const dim3 grid((p.nrows + waves - 1) / waves, in.q_heads);
-  const int shared = static_cast<int>(sizeof(long long)) * waves * (qflash ? in.block_k : ws);
-  require(shared <= kMaxSharedBytes, "rows_per_block " + std::to_string(waves) + " needs " + std::to_string(shared) +
-                                         " bytes of shared memory, over the 48 KB every GPU gives a launch");
   if (qflash) {
     flash_integer_kernel<IntegerSoftmax::qflash><<<grid, waves * ws, shared>>>(p);
   } else {
