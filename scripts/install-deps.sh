@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything qattn needs on Debian 12 (or Ubuntu 24.04), idempotently:
 # the C++ toolchain and libraries from the distribution, and a pinned Python
-# virtual environment (.venv) for the test suite's independent cross-checks.
+# virtual environment (.venv): the cross-checks, the figures, and nanobind + pytest for the Python package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 debs=(
   cmake ninja-build g++ pkg-config
   libeigen3-dev libhdf5-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev
-  python3 python3-venv python3-pip
+  python3 python3-venv python3-pip python3-dev
 )
 # The HIP build (QATTN_GPU=HIP, compile only; cmake/HipToolchain.cmake) uses Debian 12's HIP 5.2 with
 # clang-15; llvm-15 provides llvm-as-15/llvm-dis-15, which make the gfx1100 bitcode Debian lacks.
@@ -31,7 +31,7 @@ else
 fi
 
 # Python: Debian's interpreter in a venv, so the pins below are the versions tested.
-py_pins=(numpy==2.2.6 ml_dtypes==0.5.3 matplotlib==3.10.1)
+py_pins=(numpy==2.2.6 ml_dtypes==0.5.3 matplotlib==3.10.1 nanobind==2.9.2 pytest==8.3.5)
 if [[ ! -x .venv/bin/python ]]; then
   /usr/bin/python3 -m venv .venv
 fi

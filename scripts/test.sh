@@ -9,6 +9,7 @@ bash scripts/install-deps.sh
 build=${QATTN_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" --parallel
+bash scripts/install-python.sh "$build"   # import qattn from .venv
 ctest --test-dir "$build" --output-on-failure --label-exclude gpu
 if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "test.sh: compiling the CUDA build (QATTN_GPU=CUDA, compile only)"

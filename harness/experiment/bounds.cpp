@@ -26,8 +26,8 @@ constexpr double kKlMarginFactor = 1.25;
 constexpr double kKlMarginAbs = 1e-6;
 
 struct Agg {
-  double sqnr = 0, kl = 0;
-  int n = 0;
+  double sqnr = 0, kl = 0, own = 0;
+  int n = 0, kl_n = 0, own_n = 0;
 };
 
 double parse_db(const json& v) {
@@ -39,43 +39,66 @@ double parse_db(const json& v) {
 
 int check_bounds(const std::string& bounds_file, bool update) {
   const json b = read_json_file(bounds_file, "bounds file");
-  if (!b.is_object() || !b.contains("experiment") || !b["experiment"].is_string()) {
-    throw std::invalid_argument(bounds_file + ": experiment: missing; expected the path of the experiment file the bounds belong to");
-  }
+  if (!b.is_object()) throw std::invalid_argument(bounds_file + ": expected a JSON object with experiment (or report), note, bounds");
+  const bool from_report = b.contains("report");
   for (const auto& [k, v] : b.items()) {
     (void)v;
-    if (k != "experiment" && k != "note" && k != "bounds") throw std::invalid_argument(bounds_file + ": " + k + ": unknown key; expected experiment, note, bounds");
+    if (k != "experiment" && k != "report" && k != "note" && k != "bounds") {
+      throw std::invalid_argument(bounds_file + ": " + k + ": unknown key; expected experiment (or report), note, bounds");
+    }
   }
-  Experiment e = read_experiment(b["experiment"].get<std::string>());
-  const fs::path tmp = fs::temp_directory_path() / fmt::format("qattn-check-{}", ::getpid());
-  e.output = tmp.string();
-  RunOptions ro;
-  ro.force = true;
-  ro.command_line = "qattn check " + bounds_file;
-  run_experiment(e, ro);
+  if (from_report == b.contains("experiment")) {
+    throw std::invalid_argument(bounds_file + ": expected exactly one of experiment (recomputed) or report (a report folder, e.g. from qattn score)");
+  }
+  if (!b[from_report ? "report" : "experiment"].is_string()) {
+    throw std::invalid_argument(bounds_file + ": " + (from_report ? "report" : "experiment") + ": expected a path (string)");
+  }
+  // Rows to check: a report folder as it is (qattn score's, or a run's), or the experiment recomputed.
+  fs::path results;
+  fs::path tmp;
+  if (from_report) {
+    results = fs::path(b["report"].get<std::string>()) / "results.jsonl";
+    if (!fs::is_regular_file(results)) {
+      throw std::invalid_argument(bounds_file + ": report: " + results.string() + " does not exist; expected a report folder written by qattn score or qattn run");
+    }
+  } else {
+    Experiment e = read_experiment(b["experiment"].get<std::string>());
+    tmp = fs::temp_directory_path() / fmt::format("qattn-check-{}", ::getpid());
+    e.output = tmp.string();
+    RunOptions ro;
+    ro.force = true;
+    ro.command_line = "qattn check " + bounds_file;
+    run_experiment(e, ro);
+    results = tmp / "results.jsonl";
+  }
 
   std::map<std::string, Agg> agg;  // recipe|layer|context
-  std::ifstream log(tmp / "results.jsonl");
+  std::ifstream log(results);
   for (std::string line; std::getline(log, line);) {
+    if (line.empty()) continue;
     const json r = json::parse(line);
     Agg& a = agg[r["recipe"].get<std::string>() + "|" + r["layer"].get<std::string>() + "|" + std::to_string(r["context"].get<int>())];
     a.sqnr += parse_db(r["sqnr_db"]);
-    a.kl += r["kl_mean"].get<double>();
     ++a.n;
+    if (r.contains("kl_mean") && !r["kl_mean"].is_null()) a.kl += r["kl_mean"].get<double>(), ++a.kl_n;
+    if (r.contains("kernel_vs_recipe_sqnr_db") && !r["kernel_vs_recipe_sqnr_db"].is_null()) a.own += parse_db(r["kernel_vs_recipe_sqnr_db"]), ++a.own_n;
   }
-  fs::remove_all(tmp);
+  log.close();
+  if (!tmp.empty()) fs::remove_all(tmp);
 
   if (update) {
-    json out = {{"experiment", b["experiment"]},
-                {"note", fmt::format("mean over heads per recipe, layer and context; sqnr_db_min = measured - {} dB, kl_max = measured x {} + {}",
+    json out = {{b.contains("report") ? "report" : "experiment", from_report ? b["report"] : b["experiment"]},
+                {"note", fmt::format("mean over heads per recipe (or kernel), layer and context; sqnr_db_min = measured - {0} dB, "
+                                     "kl_max = measured x {1} + {2}, kernel_vs_recipe_db_min = measured - {0} dB",
                                      kSqnrMarginDb, kKlMarginFactor, kKlMarginAbs)},
                 {"bounds", json::array()}};
     for (const auto& [key, a] : agg) {
       const auto p1 = key.find('|'), p2 = key.rfind('|');
-      out["bounds"].push_back({{"recipe", key.substr(0, p1)}, {"layer", key.substr(p1 + 1, p2 - p1 - 1)},
-                               {"context", std::stoi(key.substr(p2 + 1))},
-                               {"sqnr_db_min", std::round((a.sqnr / a.n - kSqnrMarginDb) * 100) / 100},
-                               {"kl_max", a.kl / a.n * kKlMarginFactor + kKlMarginAbs}});
+      json entry = {{"recipe", key.substr(0, p1)}, {"layer", key.substr(p1 + 1, p2 - p1 - 1)}, {"context", std::stoi(key.substr(p2 + 1))},
+                    {"sqnr_db_min", std::round((a.sqnr / a.n - kSqnrMarginDb) * 100) / 100}};
+      if (a.kl_n > 0) entry["kl_max"] = a.kl / a.kl_n * kKlMarginFactor + kKlMarginAbs;
+      if (a.own_n > 0 && std::isfinite(a.own / a.own_n)) entry["kernel_vs_recipe_db_min"] = std::round((a.own / a.own_n - kSqnrMarginDb) * 100) / 100;
+      out["bounds"].push_back(entry);
     }
     const std::string tmpfile = bounds_file + ".tmp";
     std::ofstream(tmpfile) << out.dump(2) << "\n";
@@ -86,29 +109,64 @@ int check_bounds(const std::string& bounds_file, bool update) {
 
   int violations = 0;
   if (!b.contains("bounds") || !b["bounds"].is_array()) throw std::invalid_argument(bounds_file + ": bounds: expected a list");
+  if (b["bounds"].empty()) throw std::invalid_argument(bounds_file + ": bounds: the list is empty; expected at least one bound (write them with --update)");
+  const std::string source = from_report ? "the report's results" : "the experiment's results";
   for (std::size_t i = 0; i < b["bounds"].size(); ++i) {
     const json& x = b["bounds"][i];
     const std::string where = fmt::format("{}: bounds[{}]", bounds_file, i);
-    if (!x.contains("recipe") || !x.contains("layer") || !x.contains("context")) throw std::invalid_argument(where + ": expected recipe, layer, context");
-    const std::string key = x["recipe"].get<std::string>() + "|" + x["layer"].get<std::string>() + "|" + std::to_string(x["context"].get<int>());
-    const auto it = agg.find(key);
+    if (!x.is_object()) throw std::invalid_argument(where + ": expected an object with recipe, layer, context and bounds");
+    for (const auto& [k, v] : x.items()) {
+      (void)v;
+      if (k != "recipe" && k != "layer" && k != "context" && k != "sqnr_db_min" && k != "kl_max" && k != "kernel_vs_recipe_db_min") {
+        throw std::invalid_argument(where + "." + k + ": unknown key; expected recipe, layer, context, sqnr_db_min, kl_max, kernel_vs_recipe_db_min");
+      }
+    }
+    if (!x.contains("recipe") || !x["recipe"].is_string() || !x.contains("layer") || !x["layer"].is_string() || !x.contains("context") ||
+        !x["context"].is_number_integer()) {
+      throw std::invalid_argument(where + ": expected recipe (string), layer (string) and context (integer)");
+    }
+    for (const char* k : {"sqnr_db_min", "kl_max", "kernel_vs_recipe_db_min"}) {
+      if (x.contains(k) && !x[k].is_number()) throw std::invalid_argument(where + "." + k + ": expected a number");
+    }
+    if (!x.contains("sqnr_db_min") && !x.contains("kl_max") && !x.contains("kernel_vs_recipe_db_min")) {
+      throw std::invalid_argument(where + ": no bound; expected sqnr_db_min, kl_max or kernel_vs_recipe_db_min");
+    }
+    const std::string name = x["recipe"].get<std::string>(), layer = x["layer"].get<std::string>();
+    const int context = x["context"].get<int>();
+    const auto it = agg.find(name + "|" + layer + "|" + std::to_string(context));
     if (it == agg.end()) {
-      fmt::print("FAIL recipe '{}' layer {} context {}: not in the experiment's results\n", x["recipe"].get<std::string>(),
-                 x["layer"].get<std::string>(), x["context"].get<int>());
+      fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: not in {}\n", name, layer, context, source);
       ++violations;
       continue;
     }
-    const double sqnr = it->second.sqnr / it->second.n, kl = it->second.kl / it->second.n;
+    const Agg& a = it->second;
+    const double sqnr = a.sqnr / a.n;
     if (x.contains("sqnr_db_min") && !(sqnr >= x["sqnr_db_min"].get<double>())) {
-      fmt::print("FAIL recipe '{}' layer {} context {}: mean SQNR {:.2f} dB < bound {:.2f} dB (worse by {:.2f} dB)\n",
-                 x["recipe"].get<std::string>(), x["layer"].get<std::string>(), x["context"].get<int>(), sqnr,
-                 x["sqnr_db_min"].get<double>(), x["sqnr_db_min"].get<double>() - sqnr);
+      fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: mean SQNR {:.2f} dB < bound {:.2f} dB (worse by {:.2f} dB)\n", name, layer,
+                 context, sqnr, x["sqnr_db_min"].get<double>(), x["sqnr_db_min"].get<double>() - sqnr);
       ++violations;
     }
-    if (x.contains("kl_max") && !(kl <= x["kl_max"].get<double>())) {
-      fmt::print("FAIL recipe '{}' layer {} context {}: mean KL {:.3e} > bound {:.3e} ({:.1f}x)\n", x["recipe"].get<std::string>(),
-                 x["layer"].get<std::string>(), x["context"].get<int>(), kl, x["kl_max"].get<double>(), kl / x["kl_max"].get<double>());
-      ++violations;
+    if (x.contains("kl_max")) {
+      if (a.kl_n == 0) {
+        fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: kl_max given but {} hold no KL (a kernel's outputs carry no P rows)\n", name,
+                   layer, context, source);
+        ++violations;
+      } else if (const double kl = a.kl / a.kl_n; !(kl <= x["kl_max"].get<double>())) {
+        fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: mean KL {:.3e} > bound {:.3e} ({:.1f}x)\n", name, layer, context, kl,
+                   x["kl_max"].get<double>(), kl / x["kl_max"].get<double>());
+        ++violations;
+      }
+    }
+    if (x.contains("kernel_vs_recipe_db_min")) {
+      if (a.own_n == 0) {
+        fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: kernel_vs_recipe_db_min given but {} name no recipe to compare with\n", name,
+                   layer, context, source);
+        ++violations;
+      } else if (const double own = a.own / a.own_n; !(own >= x["kernel_vs_recipe_db_min"].get<double>())) {
+        fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: kernel vs recipe {:.2f} dB < bound {:.2f} dB (the kernel's own error grew by {:.2f} dB)\n",
+                   name, layer, context, own, x["kernel_vs_recipe_db_min"].get<double>(), x["kernel_vs_recipe_db_min"].get<double>() - own);
+        ++violations;
+      }
     }
   }
   fmt::print("check: {} bounds, {} violation(s)\n", b["bounds"].size(), violations);

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <sstream>
 
+#include "harness/experiment/report_io.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
@@ -33,89 +34,9 @@ namespace qattn {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+using namespace report;
+
 namespace {
-
-// Appends whole lines and makes them durable before returning: a crash loses at most the unit in
-// flight, never one already reported.
-void append_durable(const fs::path& file, const std::string& lines) {
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd < 0) throw std::runtime_error(file.string() + ": cannot open for appending");
-  std::size_t done = 0;
-  while (done < lines.size()) {
-    const ssize_t w = ::write(fd, lines.data() + done, lines.size() - done);
-    if (w <= 0) {
-      ::close(fd);
-      throw std::runtime_error(file.string() + ": write failed");
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  ::fsync(fd);
-  ::close(fd);
-}
-
-// Writes a whole file through a temporary and a rename.
-void write_atomic(const fs::path& file, const std::string& text) {
-  const fs::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) throw std::runtime_error(tmp.string() + ": write failed");
-  }
-  fs::rename(tmp, file);
-}
-
-// Complete lines of a JSON Lines log (a torn last line from a crash is dropped and truncated).
-std::vector<json> read_log(const fs::path& file) {
-  std::vector<json> rows;
-  if (!fs::exists(file)) return rows;
-  std::ifstream in(file);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::size_t end = all.rfind('\n');
-  const std::size_t keep = end == std::string::npos ? 0 : end + 1;
-  if (keep != all.size()) fs::resize_file(file, keep);
-  std::istringstream lines(all.substr(0, keep));
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty()) rows.push_back(json::parse(line));
-  return rows;
-}
-
-std::uint64_t fnv1a_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
-  }
-  return h;
-}
-
-std::string git_commit() {
-  FILE* p = ::popen("git rev-parse HEAD 2>/dev/null", "r");
-  if (!p) return "unknown";
-  char buf[64] = {0};
-  const bool ok = std::fgets(buf, sizeof buf, p) != nullptr;
-  ::pclose(p);
-  std::string s = ok ? std::string(buf) : "unknown";
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return s.empty() ? "unknown" : s;
-}
-
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-json num(double x) { return std::isfinite(x) ? json(x) : json(x > 0 ? "inf" : (x < 0 ? "-inf" : "nan")); }
-double as_double(const json& v) {
-  if (v.is_number()) return v.get<double>();
-  const std::string s = v.get<std::string>();
-  return s == "inf" ? INFINITY : (s == "-inf" ? -INFINITY : NAN);
-}
 
 std::string unit_key(const std::string& layer, int ctx, const std::string& recipe) {
   return layer + "|" + std::to_string(ctx) + "|" + recipe;

@@ -52,6 +52,19 @@ std::vector<int> RowSelection::resolve(int tokens) const {
       std::sort(rows.begin(), rows.end());
       return rows;
     }
+    case Kind::list:
+      if (listed.empty()) throw std::invalid_argument("rows: the list of rows is empty; expected at least one row");
+      for (std::size_t i = 0; i < listed.size(); ++i) {
+        if (listed[i] < 0 || listed[i] >= tokens) {
+          throw std::invalid_argument("rows: listed row " + std::to_string(listed[i]) + " (entry " + std::to_string(i) +
+                                      ") is outside [0, " + std::to_string(tokens) + ")");
+        }
+        if (i > 0 && listed[i] <= listed[i - 1]) {
+          throw std::invalid_argument("rows: listed rows must be strictly increasing; entry " + std::to_string(i) + " (" +
+                                      std::to_string(listed[i]) + ") follows " + std::to_string(listed[i - 1]));
+        }
+      }
+      return listed;
   }
   return rows;
 }

@@ -21,15 +21,17 @@ inline std::uint64_t splitmix64(std::uint64_t& state) {
 
 // Which query rows to evaluate. Rows are independent, so long contexts are evaluated on a sample.
 struct RowSelection {
-  enum class Kind : std::uint8_t { all, range, sample };
+  enum class Kind : std::uint8_t { all, range, sample, list };
   Kind kind = Kind::all;
   int begin = 0, end = 0;   // range: [begin, end)
   int count = 0;            // sample: this many distinct rows
   std::uint64_t seed = 0;   // sample: seed of the generator below
+  std::vector<int> listed;  // list: these rows (strictly increasing; an outside kernel's chosen rows)
 
   static RowSelection all_rows() { return {}; }
-  static RowSelection range_of(int b, int e) { return {Kind::range, b, e, 0, 0}; }
-  static RowSelection sample_of(int n, std::uint64_t s) { return {Kind::sample, 0, 0, n, s}; }
+  static RowSelection range_of(int b, int e) { return {Kind::range, b, e, 0, 0, {}}; }
+  static RowSelection sample_of(int n, std::uint64_t s) { return {Kind::sample, 0, 0, n, s, {}}; }
+  static RowSelection list_of(std::vector<int> rows) { return {Kind::list, 0, 0, 0, 0, std::move(rows)}; }
 
   // Sorted row indices for a context of `tokens` rows. The sample draws with splitmix64 (its
   // constants fixed here, so a seed names the same rows on every platform and library).

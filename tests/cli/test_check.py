@@ -29,9 +29,9 @@ with tempfile.TemporaryDirectory() as tmp:
     bad = subprocess.run([qattn, "check", bounds_path], capture_output=True, text=True)
     if bad.returncode == 0:
         fails.append("a worse recipe passed the check")
-    if "FAIL recipe '+ e4m3 P 448' layer 15 context 2048: mean SQNR" not in bad.stdout or "worse by" not in bad.stdout:
-        fails.append(f"the failure does not name recipe, layer, context and size: {bad.stdout[-800:]}")
-    for line in bad.stdout.splitlines():
+    if "FAIL recipe '+ e4m3 P 448' layer 15 context 2048: mean SQNR" not in bad.stderr or "worse by" not in bad.stderr:
+        fails.append(f"the failure does not name recipe, layer, context and size on stderr: {bad.stderr[-800:]}")
+    for line in bad.stderr.splitlines():
         if line.startswith("FAIL") and "'+ e4m3 P 448'" not in line:
             fails.append(f"an unchanged recipe failed: {line}")
 

@@ -1,0 +1,229 @@
+#include "harness/experiment/score.hpp"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <span>
+
+#include "harness/experiment/report_io.hpp"
+#include "harness/io/dataset_file.hpp"
+#include "harness/io/outputs_file.hpp"
+#include "harness/io/recipe_io.hpp"
+#include "kernels/emulate/emulator.hpp"
+#include "reference/attention.hpp"
+#include "reference/metrics.hpp"
+
+namespace qattn {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace report;
+
+namespace {
+
+// One (outputs file, layer): what is scored, resolved against the dump before any work.
+struct Unit {
+  std::string file, kernel, layer;
+  int context = 0;
+  bool has_recipe = false;
+  Recipe recipe;
+  std::string recipe_line;
+  const LayerOutputs* out = nullptr;
+};
+
+// A report folder is recognised by its config.json naming qattn; anything else is never removed.
+bool is_report_folder(const fs::path& dir) {
+  const fs::path cfg = dir / "config.json";
+  if (!fs::is_regular_file(cfg)) return false;
+  try {
+    std::ifstream in(cfg);
+    const json j = json::parse(in);
+    return j.is_object() && j.contains("git_commit") && j.contains("command_line");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+double mean(const std::vector<double>& xs) {
+  double s = 0;
+  for (double x : xs) s += x;
+  return xs.empty() ? NAN : s / static_cast<double>(xs.size());
+}
+
+std::string db_text(double x) { return std::isinf(x) ? (x > 0 ? "inf" : "-inf") : fmt::format("{:.2f}", x); }
+
+}  // namespace
+
+void score_outputs(const ScoreOptions& opt) {
+  if (opt.outputs.empty()) throw std::invalid_argument("score: no outputs file given; expected one or more qattn-outputs/1 files");
+  if (opt.output.empty()) throw std::invalid_argument("score --output: empty; expected a report folder");
+  const DatasetInfo info = open_dataset(opt.dataset);
+
+  std::vector<OutputsFile> files;
+  files.reserve(opt.outputs.size());
+  for (const std::string& f : opt.outputs) files.push_back(read_outputs(f));
+
+  std::vector<Unit> units;
+  std::set<std::string> seen;
+  for (const OutputsFile& f : files) {
+    const std::string line = !opt.recipe.empty() ? opt.recipe : f.recipe;
+    Recipe recipe;
+    if (!line.empty()) {
+      try {
+        recipe = recipe_from_string(line);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument((opt.recipe.empty() ? f.path + ": attribute 'recipe'" : std::string("score --recipe")) + ": " + e.what());
+      }
+    }
+    for (const LayerOutputs& l : f.layers) {
+      const LayerInfo* dl = nullptr;
+      try {
+        dl = &info.layer(l.layer);
+      } catch (const DatasetError&) {
+        std::string known;
+        for (const LayerInfo& x : info.layers) known += (known.empty() ? "" : ", ") + x.name;
+        throw DatasetError(f.path + ": /layers/" + l.layer + ": the dump " + opt.dataset + " has no such layer; expected one of " + known);
+      }
+      const std::string where = f.path + ": /layers/" + l.layer + "/o";
+      if (l.o.heads != dl->q_heads) {
+        throw DatasetError(where + ": " + std::to_string(l.o.heads) + " heads; the dump's layer has " + std::to_string(dl->q_heads) +
+                           " query heads; expected one output per query head [Hq, R, d]");
+      }
+      if (l.o.dim != dl->dim) {
+        throw DatasetError(where + ": head dim " + std::to_string(l.o.dim) + "; the dump's layer has d = " + std::to_string(dl->dim));
+      }
+      Unit u;
+      u.file = f.path;
+      u.kernel = f.kernel;
+      u.layer = l.layer;
+      u.context = l.context > 0 ? l.context : info.n_tokens;
+      if (u.context > info.n_tokens) {
+        throw DatasetError(where + ": context " + std::to_string(u.context) + " tokens; the dump has " + std::to_string(info.n_tokens));
+      }
+      if (l.rows.back() >= u.context) {
+        throw DatasetError(f.path + ": /layers/" + l.layer + "/rows: row " + std::to_string(l.rows.back()) + " is outside the context of " +
+                           std::to_string(u.context) + " tokens");
+      }
+      u.has_recipe = !line.empty();
+      u.recipe = recipe;
+      u.recipe_line = u.has_recipe ? to_string(recipe) : "";
+      u.out = &l;
+      const std::string key = u.kernel + "|" + u.layer + "|" + std::to_string(u.context);
+      if (!seen.insert(key).second) {
+        throw std::invalid_argument(f.path + ": /layers/" + l.layer + ": kernel '" + u.kernel + "' layer " + l.layer + " context " +
+                                    std::to_string(u.context) + " is given twice; expected each (kernel, layer, context) once");
+      }
+      units.push_back(u);
+    }
+  }
+
+  const fs::path dir(opt.output);
+  if (fs::exists(dir)) {
+    if (!opt.force) throw std::invalid_argument(dir.string() + ": the report folder exists; pass --force to replace it");
+    if (!is_report_folder(dir)) {
+      throw std::invalid_argument(dir.string() + ": exists and is not a qattn report folder (no config.json written by qattn); refusing to remove it");
+    }
+    fs::remove_all(dir);
+  }
+  std::error_code ec;
+  fs::create_directories(dir / "figures", ec);
+  if (ec) throw std::invalid_argument(dir.string() + ": cannot create the report folder: " + ec.message());
+
+  json inputs = json::array();
+  for (const OutputsFile& f : files) {
+    inputs.push_back({{"file", f.path}, {"kernel", f.kernel}, {"recipe", f.recipe}, {"fnv1a64", fmt::format("{:016x}", fnv1a_file(f.path))}});
+  }
+  const json config = {{"name", dir.filename().string()}, {"kind", "score"}, {"dataset", opt.dataset},
+                       {"dataset_fnv1a64", fmt::format("{:016x}", fnv1a_file(opt.dataset))}, {"model", info.attrs.at("model").s},
+                       {"outputs", inputs}, {"recipe_override", opt.recipe}, {"git_commit", git_commit()}, {"date", now_utc()},
+                       {"command_line", opt.command_line}};
+  write_atomic(dir / "config.json", config.dump(2) + "\n");
+
+  std::string csv =
+      "layer,head,context,kernel,recipe_line,rows,kernel_sqnr_db,kernel_rel_l2,kernel_rel_l1,kernel_cosine,kernel_max_abs,"
+      "recipe_sqnr_db,recipe_rel_l2,kernel_vs_recipe_sqnr_db,kernel_vs_recipe_rel_l2\n";
+  std::string figure = "layer,head,context,kernel,kernel_vs_float64_db,recipe_vs_float64_db,kernel_vs_recipe_db\n";
+  struct Line {
+    std::string kernel, layer, recipe_line;
+    int context, heads, rows;
+    std::vector<double> k, r, kr;
+  };
+  std::vector<Line> summary;
+  for (const Unit& u : units) {
+    SliceRequest req;
+    req.tokens = u.context;
+    LayerSlice slice = load_layer(info, u.layer, req);
+    Problem& p = slice.problem;
+    p.rows = u.out->rows_listed || static_cast<int>(u.out->rows.size()) != u.context ? RowSelection::list_of(u.out->rows) : RowSelection::all_rows();
+    const ReferenceResult ref = reference_attention(p, {});
+    EmulatorResult emu;
+    if (u.has_recipe) emu = emulate(p, u.recipe);
+    const int hq = p.q.heads, d = p.q.dim;
+    const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
+    const std::vector<double> kern(u.out->o.data.begin(), u.out->o.data.end()), emu_d(emu.out.data.begin(), emu.out.data.end());
+    Line line{u.kernel, u.layer, u.recipe_line, u.context, hq, static_cast<int>(ref.rows.size()), {}, {}, {}};
+    std::string lines;
+    for (int h = 0; h < hq; ++h) {
+      const auto sl = [&](const std::vector<double>& v) { return std::span<const double>(v).subspan(h * per_head, per_head); };
+      const ErrorMetrics mk = compare(sl(ref.out.data), sl(kern));
+      json row = {{"layer", u.layer}, {"head", h}, {"context", u.context}, {"recipe", u.kernel}, {"kernel", u.kernel},
+                  {"backend", "score"}, {"file", u.file}, {"rows", static_cast<int>(ref.rows.size())}, {"recipe_line", u.recipe_line},
+                  {"sqnr_db", num(mk.sqnr_db)}, {"rel_l2", mk.rel_l2}, {"rel_l1", mk.rel_l1}, {"cosine", mk.cosine},
+                  {"max_abs", mk.max_abs}, {"kl_mean", nullptr}, {"tv_mean", nullptr}};
+      line.k.push_back(mk.sqnr_db);
+      std::string rdb, rl2, krdb, krl2;
+      if (u.has_recipe) {
+        const ErrorMetrics mr = compare(sl(ref.out.data), sl(emu_d));
+        // The emulation is the reference of the kernel's own error; an all-zero emulation (every P
+        // flushed) leaves it undefined, which compare() reports.
+        const ErrorMetrics mkr = compare(sl(emu_d), sl(kern));
+        row["recipe_sqnr_db"] = num(mr.sqnr_db);
+        row["recipe_rel_l2"] = mr.rel_l2;
+        row["kernel_vs_recipe_sqnr_db"] = num(mkr.sqnr_db);
+        row["kernel_vs_recipe_rel_l2"] = mkr.rel_l2;
+        line.r.push_back(mr.sqnr_db);
+        line.kr.push_back(mkr.sqnr_db);
+        rdb = fmt::format("{}", mr.sqnr_db), rl2 = fmt::format("{}", mr.rel_l2), krdb = fmt::format("{}", mkr.sqnr_db), krl2 = fmt::format("{}", mkr.rel_l2);
+      } else {
+        row["recipe_sqnr_db"] = nullptr;
+        row["recipe_rel_l2"] = nullptr;
+        row["kernel_vs_recipe_sqnr_db"] = nullptr;
+        row["kernel_vs_recipe_rel_l2"] = nullptr;
+      }
+      lines += row.dump() + "\n";
+      csv += fmt::format("{},{},{},\"{}\",\"{}\",{},{},{},{},{},{},{},{},{},{}\n", u.layer, h, u.context, u.kernel, u.recipe_line,
+                         ref.rows.size(), mk.sqnr_db, mk.rel_l2, mk.rel_l1, mk.cosine, mk.max_abs, rdb, rl2, krdb, krl2);
+      figure += fmt::format("{},{},{},\"{}\",{},{},{}\n", u.layer, h, u.context, u.kernel, mk.sqnr_db, rdb, krdb);
+    }
+    append_durable(dir / "results.jsonl", lines);
+    summary.push_back(std::move(line));
+  }
+  write_atomic(dir / "results.csv", csv);
+  write_atomic(dir / "figures" / "score_per_head.csv", figure);
+
+  std::string md = "# Score: " + dir.filename().string() + "\n\nDataset `" + opt.dataset + "` (" + info.attrs.at("model").s +
+                   "). Per kernel, layer and context, the mean over query heads of SQNR in dB: the kernel against float64 "
+                   "(its whole error), the recipe's emulation against float64 (what its formats cost) and the kernel against "
+                   "the emulation (its own error beyond the formats; at least 30 dB above the recipe's error means the kernel "
+                   "adds nothing measurable).\n\n"
+                   "| kernel | layer | context | rows | heads | kernel vs float64 | worst head | recipe vs float64 | kernel vs recipe | recipe |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const Line& l : summary) {
+    double worst = INFINITY;
+    for (double x : l.k) worst = std::min(worst, x);
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", l.kernel, l.layer, l.context, l.rows, l.heads, db_text(mean(l.k)),
+                      db_text(worst), l.r.empty() ? "-" : db_text(mean(l.r)), l.kr.empty() ? "-" : db_text(mean(l.kr)),
+                      l.recipe_line.empty() ? "(none named)" : "`" + l.recipe_line + "`");
+  }
+  write_atomic(dir / "summary.md", md);
+  const std::string cmd = fmt::format("'{}' '{}' '{}'", QATTN_PYTHON_EXE, QATTN_SCORE_PLOT_SCRIPT, dir.string());
+  if (std::system(cmd.c_str()) != 0) fmt::print(stderr, "qattn: warning: figures not rendered ({}); the figure data is in {}/figures/\n", cmd, dir.string());
+  if (!opt.quiet) fmt::print("{}\nreport: {} (summary.md, results.csv, results.jsonl, config.json, figures/)\n", md, dir.string());
+}
+
+}  // namespace qattn

@@ -1,0 +1,28 @@
+#pragma once
+// Scoring attention outputs that a kernel outside the lab made (harness/io/outputs_file.hpp) on a
+// dump's inputs. Per layer, context and query head it measures three distances:
+//   kernel vs float64        the kernel's whole error;
+//   recipe vs float64        the error its number formats cost (the named recipe's emulation);
+//   kernel vs recipe         the kernel's own error, beyond its formats.
+// It writes a report folder (config.json, results.jsonl, results.csv, summary.md, figures/) that
+// `qattn check` can gate.
+#include <string>
+#include <vector>
+
+namespace qattn {
+
+struct ScoreOptions {
+  std::string dataset;                // the dump whose inputs the kernel ran on
+  std::vector<std::string> outputs;   // qattn-outputs/1 files (several: e.g. one per context)
+  std::string recipe;                 // one-line recipe for every file; "" = each file's `recipe` attribute (or none)
+  std::string output;                 // report folder
+  bool force = false;                 // replace an existing report folder that qattn made
+  bool quiet = false;                 // no summary on stdout
+  std::string command_line;
+};
+
+// Everything is checked (files, layers, heads, shapes, rows, contexts, recipes) before any work.
+// Throws std::invalid_argument or DatasetError with one message naming the file and field.
+void score_outputs(const ScoreOptions& opt);
+
+}  // namespace qattn

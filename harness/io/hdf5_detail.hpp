@@ -1,0 +1,146 @@
+#pragma once
+// HDF5 helpers shared by the dump reader/writer and the outputs file (harness/io only): errors that
+// name the file and the path inside it, attributes, the 16-bit float types.
+#include <H5Cpp.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/io/dataset_file.hpp"
+#include "kernels/formats/format.hpp"
+
+namespace qattn::h5 {
+
+[[noreturn]] inline void fail(const std::string& file, const std::string& where, const std::string& what) {
+  throw DatasetError(file + ": " + where + ": " + what);
+}
+
+inline std::string shape_text(const std::vector<hsize_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+inline bool is_number(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// ---- attributes ----
+
+inline AttrValue read_attr(const std::string& file, const std::string& where, const H5::H5Object& obj,
+                    const std::string& name) {
+  const H5::Attribute a = obj.openAttribute(name);
+  const H5::DataSpace space = a.getSpace();
+  if (space.getSimpleExtentNpoints() != 1) fail(file, where + " attribute '" + name + "'", "expected a scalar");
+  AttrValue v;
+  switch (a.getTypeClass()) {
+    case H5T_STRING: {
+      v.kind = AttrValue::Kind::string;
+      a.read(a.getStrType(), v.s);
+      v.s.erase(std::find(v.s.begin(), v.s.end(), '\0'), v.s.end());
+      break;
+    }
+    case H5T_INTEGER:
+      v.kind = AttrValue::Kind::integer;
+      a.read(H5::PredType::NATIVE_LLONG, &v.i);
+      break;
+    case H5T_FLOAT:
+      v.kind = AttrValue::Kind::real;
+      a.read(H5::PredType::NATIVE_DOUBLE, &v.d);
+      break;
+    default: fail(file, where + " attribute '" + name + "'", "unsupported type; expected a string, integer or float");
+  }
+  return v;
+}
+
+inline std::map<std::string, AttrValue> read_all_attrs(const std::string& file, const std::string& where,
+                                                const H5::H5Object& obj) {
+  std::map<std::string, AttrValue> out;
+  const int n = obj.getNumAttrs();
+  for (int i = 0; i < n; ++i) {
+    const std::string name = obj.openAttribute(static_cast<unsigned>(i)).getName();
+    out[name] = read_attr(file, where, obj, name);
+  }
+  return out;
+}
+
+inline const AttrValue& need(const std::string& file, const std::string& where, const std::map<std::string, AttrValue>& attrs,
+                      const std::string& name, AttrValue::Kind kind, const std::string& expected) {
+  const auto it = attrs.find(name);
+  if (it == attrs.end()) fail(file, where, "attribute '" + name + "' is missing; expected " + expected);
+  const bool ok = it->second.kind == kind || (kind == AttrValue::Kind::real && it->second.kind == AttrValue::Kind::integer);
+  if (!ok) fail(file, where, "attribute '" + name + "' = " + it->second.text() + " has the wrong type; expected " + expected);
+  return it->second;
+}
+
+inline double as_real(const AttrValue& v) { return v.kind == AttrValue::Kind::integer ? static_cast<double>(v.i) : v.d; }
+
+// ---- element types ----
+
+inline std::optional<FormatId> float_dtype(const H5::DataSet& ds) {
+  if (ds.getTypeClass() != H5T_FLOAT) return std::nullopt;
+  const H5::FloatType t = ds.getFloatType();
+  std::size_t spos, epos, esize, mpos, msize;
+  t.getFields(spos, epos, esize, mpos, msize);
+  const std::size_t size = t.getSize();
+  if (size == 2 && esize == 5 && msize == 10 && mpos == 0 && epos == 10 && spos == 15 && t.getEbias() == 15) return FormatId::fp16;
+  if (size == 2 && esize == 8 && msize == 7 && mpos == 0 && epos == 7 && spos == 15 && t.getEbias() == 127) return FormatId::bf16;
+  if (size == 4 && esize == 8 && msize == 23 && mpos == 0 && epos == 23 && spos == 31 && t.getEbias() == 127) return FormatId::fp32;
+  return std::nullopt;
+}
+
+inline std::string type_text(const H5::DataSet& ds) {
+  switch (ds.getTypeClass()) {
+    case H5T_INTEGER: return "integer (" + std::to_string(ds.getDataType().getSize()) + " bytes)";
+    case H5T_FLOAT: return "float (" + std::to_string(ds.getDataType().getSize()) + " bytes)";
+    case H5T_STRING: return "string";
+    default: return "non-numeric";
+  }
+}
+
+// The on-disk 16-bit float type of a format, little endian.
+inline H5::FloatType half_type(FormatId id) {
+  const Format f = format_of(id);
+  H5::FloatType t(H5::PredType::IEEE_F32LE);
+  // Fields first (they fit in 16 bits), then shrink: HDF5 checks the fields against the size.
+  t.setFields(15, static_cast<std::size_t>(f.man_bits), static_cast<std::size_t>(f.exp_bits), 0,
+              static_cast<std::size_t>(f.man_bits));
+  t.setOffset(0);
+  t.setPrecision(16);
+  t.setSize(2);
+  t.setEbias(static_cast<std::size_t>(f.bias));
+  return t;
+}
+
+inline void put_attr(H5::H5Object& obj, const std::string& name, const AttrValue& v) {
+  const H5::DataSpace scalar(H5S_SCALAR);
+  switch (v.kind) {
+    case AttrValue::Kind::string: {
+      const H5::StrType st(H5::PredType::C_S1, H5T_VARIABLE);
+      obj.createAttribute(name, st, scalar).write(st, v.s);
+      break;
+    }
+    case AttrValue::Kind::integer:
+      obj.createAttribute(name, H5::PredType::STD_I64LE, scalar).write(H5::PredType::NATIVE_LLONG, &v.i);
+      break;
+    case AttrValue::Kind::real:
+      obj.createAttribute(name, H5::PredType::IEEE_F64LE, scalar).write(H5::PredType::NATIVE_DOUBLE, &v.d);
+      break;
+  }
+}
+
+template <typename F>
+auto with_hdf5_errors(const std::string& file, F&& f) {
+  H5::Exception::dontPrint();
+  try {
+    return f();
+  } catch (const H5::Exception& e) {
+    throw DatasetError(file + ": HDF5 error in " + e.getFuncName() + ": " + e.getDetailMsg());
+  }
+}
+
+
+}  // namespace qattn::h5

@@ -1,0 +1,56 @@
+"""qattn: an accuracy laboratory for quantized flash attention.
+
+A thin layer over the lab's C++ library (``qattn._core``): the number formats and quantizers, the
+recipes, the float64 reference, the bit-faithful emulator, the GPU kernels when built with them,
+the metrics and statistics, dump reading and writing, and scoring of kernels the lab did not write.
+Arrays go in as NumPy arrays (or anything with DLPack on the CPU, such as torch CPU tensors) of
+float16, bfloat16, float32 or float64 (only when exactly float32), [heads, tokens, dim]; they come
+out as NumPy arrays that own the C++ buffers. Errors raise ValueError (DatasetError for files)
+carrying the C++ message.
+
+    >>> import qattn, numpy as np
+    >>> d = qattn.load_layer("datasets/smollm2-135m-2k.h5", "15", tokens=512)
+    >>> r = qattn.Recipe("q=int8/token k=int8/token p=e4m3/static:448")
+    >>> ref = qattn.reference(d["q"], d["k"], d["v"], causal=True)
+    >>> emu = qattn.emulate(d["q"], d["k"], d["v"], r, causal=True)
+    >>> qattn.compare(ref["out"], emu["out"])["sqnr_db"]
+"""
+from ._core import (  # noqa: F401
+    DatasetError,
+    QuantizedTensor,
+    Recipe,
+    channel_outliers,
+    check,
+    compare,
+    decode,
+    dequantize,
+    emulate,
+    encode,
+    format_info,
+    formats,
+    gpu_available,
+    gpu_not_covered,
+    gpu_run,
+    load_layer,
+    mass_flushed,
+    mass_per_decade,
+    open_dump,
+    p_flush_threshold,
+    quantize,
+    read_outputs,
+    reference,
+    round_to,
+    row_divergence,
+    sample_rows,
+    score_files,
+    write_dump,
+    write_outputs,
+)
+from ._score import score  # noqa: F401
+
+__all__ = [
+    "DatasetError", "QuantizedTensor", "Recipe", "channel_outliers", "check", "compare", "decode", "dequantize", "emulate",
+    "encode", "format_info", "formats", "gpu_available", "gpu_not_covered", "gpu_run", "load_layer", "mass_flushed",
+    "mass_per_decade", "open_dump", "p_flush_threshold", "quantize", "read_outputs", "reference", "round_to",
+    "row_divergence", "sample_rows", "score", "score_files", "write_dump", "write_outputs",
+]

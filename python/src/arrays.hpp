@@ -1,0 +1,39 @@
+#pragma once
+// NumPy / DLPack arrays <-> the lab's tensors. Inputs of float16, bfloat16 or float32 are taken
+// exactly; float64 only when every element is exactly a float32 (the lab's tensors are float32, and
+// a silent rounding of a user's data would be a wrong answer). Outputs hand over the C++ buffer
+// without a copy (the array owns it).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/formats/tensor.hpp"
+
+namespace qattn::py {
+
+namespace nb = nanobind;
+
+using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+// A [heads, tokens, dim] float tensor from any CPU array of rank 3 (any strides).
+TensorF to_tensor(const AnyArray& a, const std::string& name);
+// Any-rank float array flattened to float64 (float16/bfloat16/float32/float64 are exact).
+std::vector<double> to_doubles(const AnyArray& a, const std::string& name, std::vector<std::size_t>* shape = nullptr);
+std::vector<int> to_ints(const AnyArray& a, const std::string& name);
+
+template <typename T>
+nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& v, std::vector<std::size_t> shape) {
+  auto* owned = new std::vector<T>(std::move(v));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.data(), owner);
+}
+
+template <typename T>
+nb::ndarray<nb::numpy, T> to_numpy(Tensor3<T>&& t) {
+  const std::vector<std::size_t> shape{static_cast<std::size_t>(t.heads), static_cast<std::size_t>(t.tokens), static_cast<std::size_t>(t.dim)};
+  return to_numpy(std::move(t.data), shape);
+}
+
+}  // namespace qattn::py

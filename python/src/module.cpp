@@ -1,0 +1,500 @@
+// qattn._core: the Python face of the lab's C++ library (nanobind). Every number comes from the C++
+// code the CLI runs; this file only converts arguments and results.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <sstream>
+
+#include "harness/experiment/bounds.hpp"
+#include "harness/experiment/score.hpp"
+#include "harness/io/dataset_file.hpp"
+#include "harness/io/outputs_file.hpp"
+#include "harness/io/recipe_io.hpp"
+#include "kernels/emulate/emulator.hpp"
+#include "kernels/formats/codec.hpp"
+#include "kernels/formats/quantizer.hpp"
+#include "kernels/formats/registry.hpp"
+#include "python/src/arrays.hpp"
+#include "reference/attention.hpp"
+#include "reference/channel_stats.hpp"
+#include "reference/metrics.hpp"
+#include "reference/statistics.hpp"
+#if defined(QATTN_WITH_GPU)
+#include "kernels/gpu/dispatch.hpp"
+#endif
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace qattn::py {
+
+namespace {
+
+// ---- rows ----
+
+// None or "all"; (begin, end); a sequence or array of row indices; "range:B:E"; "sample:COUNT:SEED".
+RowSelection parse_rows(const nb::handle& rows) {
+  if (rows.is_none()) return RowSelection::all_rows();
+  if (nb::isinstance<nb::str>(rows)) {
+    const std::string s = nb::cast<std::string>(rows);
+    if (s == "all") return RowSelection::all_rows();
+    std::vector<std::string> parts;
+    std::stringstream in(s);
+    for (std::string part; std::getline(in, part, ':');) parts.push_back(part);
+    try {
+      if (parts.size() == 3 && parts[0] == "range") return RowSelection::range_of(std::stoi(parts[1]), std::stoi(parts[2]));
+      if (parts.size() == 3 && parts[0] == "sample") return RowSelection::sample_of(std::stoi(parts[1]), std::stoull(parts[2]));
+    } catch (const std::logic_error&) {
+    }
+    throw std::invalid_argument("rows='" + s + "'; expected None, 'all', 'range:BEGIN:END', 'sample:COUNT:SEED', (begin, end) or a list of rows");
+  }
+  if (nb::isinstance<nb::tuple>(rows) && nb::len(rows) == 2) {
+    return RowSelection::range_of(nb::cast<int>(rows[0]), nb::cast<int>(rows[1]));
+  }
+  AnyArray a;
+  if (nb::try_cast(rows, a)) return RowSelection::list_of(to_ints(a, "rows"));
+  std::vector<int> list;
+  if (nb::try_cast(rows, list)) return RowSelection::list_of(list);
+  throw std::invalid_argument("rows: expected None, 'all', 'range:BEGIN:END', 'sample:COUNT:SEED', (begin, end) or a list of rows");
+}
+
+Problem make_problem(const AnyArray& q, const AnyArray& k, const AnyArray& v, bool causal, int window, double scale, const nb::handle& rows) {
+  Problem p;
+  p.q = to_tensor(q, "q");
+  p.k = to_tensor(k, "k");
+  p.v = to_tensor(v, "v");
+  p.causal = causal;
+  p.window = window;
+  p.softmax_scale = scale;
+  p.rows = parse_rows(rows);
+  validate(p);
+  return p;
+}
+
+Recipe recipe_arg(const nb::handle& r) {
+  if (nb::isinstance<Recipe>(r)) return nb::cast<Recipe>(r);
+  if (nb::isinstance<nb::str>(r)) return recipe_from_string(nb::cast<std::string>(r));
+  throw std::invalid_argument("recipe: expected a qattn.Recipe or a one-line recipe string");
+}
+
+nb::dict metrics_dict(const ErrorMetrics& m) {
+  nb::dict d;
+  d["sqnr_db"] = m.sqnr_db;
+  d["rel_l2"] = m.rel_l2;
+  d["rel_l1"] = m.rel_l1;
+  d["cosine"] = m.cosine;
+  d["max_abs"] = m.max_abs;
+  d["count"] = m.count;
+  return d;
+}
+
+nb::object attr_to_py(const AttrValue& v) {
+  switch (v.kind) {
+    case AttrValue::Kind::string: return nb::str(v.s.c_str());
+    case AttrValue::Kind::integer: return nb::int_(v.i);
+    case AttrValue::Kind::real: return nb::float_(v.d);
+  }
+  return nb::none();
+}
+
+AttrValue attr_from_py(const std::string& key, const nb::handle& o) {
+  if (nb::isinstance<nb::str>(o)) return attr(nb::cast<std::string>(o));
+  if (nb::isinstance<nb::bool_>(o)) return attr(static_cast<long long>(nb::cast<bool>(o)));
+  if (nb::isinstance<nb::int_>(o)) return attr(nb::cast<long long>(o));
+  if (nb::isinstance<nb::float_>(o)) return attr(nb::cast<double>(o));
+  throw std::invalid_argument("attrs['" + key + "']: expected a str, int or float");
+}
+
+std::map<std::string, AttrValue> attrs_from_py(const nb::dict& d) {
+  std::map<std::string, AttrValue> out;
+  for (auto [k, v] : d) out[nb::cast<std::string>(k)] = attr_from_py(nb::cast<std::string>(k), v);
+  return out;
+}
+
+template <typename T>
+nb::object rows_array(std::vector<T>&& v) {
+  const std::size_t n = v.size();
+  return to_numpy(std::move(v), {n}).cast();
+}
+
+}  // namespace
+
+}  // namespace qattn::py
+
+NB_MODULE(_core, m) {
+  using namespace qattn;
+  using namespace qattn::py;
+  m.doc() = "The C++ core of qattn (formats, recipes, float64 reference, emulator, GPU backend, metrics, statistics, dumps, scoring).";
+  nb::exception<DatasetError>(m, "DatasetError", PyExc_ValueError);
+
+  // ---- formats ----
+  m.def("formats", [] {
+    std::vector<std::string> names;
+    for (FormatId id : all_formats()) names.push_back(name_of(id));
+    return names;
+  }, "The format names the lab knows: fp32 bf16 fp16 e4m3 e5m2 e4m3fnuz e5m2fnuz e2m1 e8m0 int8 int4.");
+  m.def("format_info", [](const std::string& name) {
+    const Format f = format_of(parse_format(name));
+    nb::dict d;
+    d["name"] = name;
+    d["kind"] = f.kind == Kind::integer ? "integer" : "floating";
+    d["bits"] = f.bits;
+    d["exp_bits"] = f.exp_bits;
+    d["man_bits"] = f.man_bits;
+    d["bias"] = f.bias;
+    d["max_finite"] = max_finite(f);
+    d["min_normal"] = min_normal(f);
+    d["min_subnormal"] = min_subnormal(f);
+    d["epsilon"] = epsilon(f);
+    d["flush_below"] = flush_threshold(f);
+    d["has_inf"] = has_inf(f);
+    d["has_nan"] = has_nan(f);
+    return d;
+  }, "name"_a, "Constants of a format: bits, bias, max finite, min normal/subnormal, epsilon and flush_below (the largest |x| that encodes to zero).");
+  m.def("encode", [](const AnyArray& x, const std::string& fmt) {
+    const Format f = format_of(parse_format(fmt, "encode: format"));
+    std::vector<std::size_t> shape;
+    const std::vector<double> v = to_doubles(x, "x", &shape);
+    std::vector<std::uint32_t> codes(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) codes[i] = encode(f, v[i]);
+    return to_numpy(std::move(codes), shape);
+  }, "x"_a, "format"_a, "Codes (uint32, same shape) of x in the format: round to nearest even, then the format's saturation.");
+  m.def("decode", [](const nb::ndarray<nb::ro, const std::uint32_t, nb::c_contig, nb::device::cpu>& codes, const std::string& fmt) {
+    const Format f = format_of(parse_format(fmt, "decode: format"));
+    std::vector<std::size_t> shape;
+    std::size_t n = 1;
+    for (std::size_t i = 0; i < codes.ndim(); ++i) shape.push_back(codes.shape(i)), n *= codes.shape(i);
+    std::vector<double> out(n);
+    const std::uint32_t mask = code_mask(f);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (codes.data()[i] & ~mask) throw std::invalid_argument("decode: codes[" + std::to_string(i) + "] = " + std::to_string(codes.data()[i]) + " does not fit " + fmt + "'s " + std::to_string(f.bits) + " bits");
+      out[i] = decode(f, codes.data()[i]);
+    }
+    return to_numpy(std::move(out), shape);
+  }, "codes"_a, "format"_a, "Values (float64, same shape) of uint32 codes of the format.");
+  m.def("round_to", [](const AnyArray& x, const std::string& fmt) {
+    const Format f = format_of(parse_format(fmt, "round_to: format"));
+    std::vector<std::size_t> shape;
+    std::vector<double> v = to_doubles(x, "x", &shape);
+    for (double& e : v) e = round_to(f, e);
+    return to_numpy(std::move(v), shape);
+  }, "x"_a, "format"_a, "x rounded to the format (float64): decode(encode(x)).");
+
+  nb::class_<QuantizedTensor>(m, "QuantizedTensor", "Codes and scales of a [heads, tokens, dim] tensor quantized by one operand spec.")
+      .def_prop_ro("codes", [](const QuantizedTensor& q) {
+        std::vector<std::uint32_t> c(q.codes);
+        return to_numpy(std::move(c), {static_cast<std::size_t>(q.heads), static_cast<std::size_t>(q.tokens), static_cast<std::size_t>(q.dim)});
+      }, nb::rv_policy::automatic, "Codes [heads, tokens, dim] (uint32) in the element format.")
+      .def_prop_ro("scales", [](const QuantizedTensor& q) { std::vector<float> s(q.scales); return rows_array(std::move(s)); }, nb::rv_policy::automatic,
+                   "Scales (float32), one per group, in the quantizer's layout (see scale_index).")
+      .def("scale_index", &QuantizedTensor::scale_index, "head"_a, "token"_a, "channel"_a, "Index into scales of element (head, token, channel).")
+      .def_prop_ro("spec", [](const QuantizedTensor& q) { return operand_to_string(OperandQuant{q.spec, false}); }, "The operand spec, e.g. 'int8/token'.")
+      .def("dequantize", [](const QuantizedTensor& q) { return to_numpy(dequantize(q)); }, "Values decode(code) * scale, float32 [heads, tokens, dim].");
+  m.def("quantize", [](const AnyArray& x, const std::string& spec) {
+    const OperandQuant o = operand_from_string(spec, "quantize: spec");
+    if (o.unit_scale) throw std::invalid_argument("quantize: spec '" + spec + "' has no scale; expected FORMAT/GRANULARITY (e.g. int8/token) or FORMAT/static:S; use round_to() for plain rounding");
+    const TensorF t = to_tensor(x, "x");
+    validate(o.spec, t.heads, t.tokens, t.dim);
+    return quantize(t, o.spec);
+  }, "x"_a, "spec"_a, "Quantize a [heads, tokens, dim] tensor as one recipe operand: 'int8/token', 'int4/group:32/scale:fp16', 'e4m3/static:448', ...");
+  m.def("dequantize", [](const QuantizedTensor& q) { return to_numpy(dequantize(q)); }, "q"_a, "Values decode(code) * scale, float32.");
+
+  // ---- recipes ----
+  nb::class_<Recipe>(m, "Recipe", "A recipe: everything that changes the numbers of one quantized attention evaluation. "
+                                  "Built from its one-line form (Recipe('q=int8/token k=int8/token p=e4m3/static:448')) or JSON (Recipe.from_json).")
+      .def("__init__", [](Recipe* r, const std::string& line) { new (r) Recipe(recipe_from_string(line)); }, "line"_a = "",
+           "Parse and validate a one-line recipe (omitted keys keep their defaults; '' is the fp32 recipe).")
+      .def_static("from_json", [](const nb::handle& obj) {
+        nb::module_ json = nb::module_::import_("json");
+        const std::string text = nb::isinstance<nb::str>(obj) ? nb::cast<std::string>(obj) : nb::cast<std::string>(json.attr("dumps")(obj));
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(text);
+        } catch (const nlohmann::json::parse_error& e) {
+          throw std::invalid_argument(std::string("recipe JSON: ") + e.what());
+        }
+        return recipe_from_json(j);
+      }, "obj"_a, "Parse and validate a recipe from a dict or a JSON string (the same keys as the one-line form).")
+      .def("to_json", [](const Recipe& r) { return nb::module_::import_("json").attr("loads")(to_json(r).dump()); },
+           "The recipe as a dict (every key, operands and accumulators as strings).")
+      .def("__str__", [](const Recipe& r) { return to_string(r); }, "The canonical one-line form (every key, fixed order).")
+      .def("__repr__", [](const Recipe& r) { return "qattn.Recipe('" + to_string(r) + "')"; })
+      .def("__eq__", [](const Recipe& a, const Recipe& b) { return to_string(a) == to_string(b); })
+      .def("__hash__", [](const Recipe& r) { return std::hash<std::string>{}(to_string(r)); });
+
+  // ---- attention ----
+  m.def("reference", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, bool causal, int window, double softmax_scale,
+                        const nb::handle& rows, std::vector<int> prob_rows) {
+    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows);
+    ReferenceOptions o;
+    o.prob_rows = prob_rows;
+    ReferenceResult r;
+    {
+      nb::gil_scoped_release release;
+      r = reference_attention(p, o);
+    }
+    nb::dict d;
+    d["rows"] = rows_array(std::move(r.rows));
+    d["out"] = to_numpy(std::move(r.out));
+    d["prob_rows"] = rows_array(std::move(r.prob_rows));
+    d["probs"] = to_numpy(std::move(r.probs));
+    return d;
+  }, "q"_a, "k"_a, "v"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
+        "prob_rows"_a = std::vector<int>{},
+        "The float64 reference. q [Hq, N, d], k and v [Hkv, N, d] (Hq a multiple of Hkv: GQA); window 0 = none; softmax_scale 0 = 1/sqrt(d); "
+        "rows: None/'all', (begin, end), 'sample:COUNT:SEED' or a list. Returns {'rows', 'out' [Hq, R, d] float64, 'prob_rows', "
+        "'probs' [Hq, len(prob_rows), N] float64}.");
+  m.def("sample_rows", [](int tokens, int count, std::uint64_t seed) { return rows_array(RowSelection::sample_of(count, seed).resolve(tokens)); },
+        "tokens"_a, "count"_a, "seed"_a, "The lab's seeded sample of query rows (sorted), as 'sample:COUNT:SEED' and the experiments draw it.");
+  m.def("emulate", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, const nb::handle& recipe, bool causal, int window,
+                      double softmax_scale, const nb::handle& rows, std::vector<int> prob_rows, int threads) {
+    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows);
+    const Recipe r = recipe_arg(recipe);
+    EmulatorOptions o;
+    o.prob_rows = prob_rows;
+    o.threads = threads;
+    EmulatorResult e;
+    {
+      nb::gil_scoped_release release;
+      e = emulate(p, r, o);
+    }
+    nb::dict d;
+    d["rows"] = rows_array(std::move(e.rows));
+    d["out"] = to_numpy(std::move(e.out));
+    d["prob_rows"] = rows_array(std::move(e.prob_rows));
+    d["probs"] = to_numpy(std::move(e.probs));
+    return d;
+  }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
+        "prob_rows"_a = std::vector<int>{}, "threads"_a = 0,
+        "The bit-faithful emulator of the recipe's tiled kernel. Arguments as reference(). Returns {'rows', 'out' [Hq, R, d] float32, "
+        "'prob_rows', 'probs' [Hq, len(prob_rows), N]: the weight each key actually received}. threads never changes a bit.");
+  m.def("gpu_available", [] {
+#if defined(QATTN_WITH_GPU)
+    return true;
+#else
+    return false;
+#endif
+  }, "Whether this build has the GPU kernels (configured with -DQATTN_GPU=CUDA or HIP).");
+  m.def("gpu_not_covered", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, const nb::handle& recipe, bool causal, int window,
+                              double softmax_scale, const nb::handle& rows) -> std::string {
+#if defined(QATTN_WITH_GPU)
+    return gpu::not_covered(make_problem(q, k, v, causal, window, softmax_scale, rows), recipe_arg(recipe));
+#else
+    (void)q, (void)k, (void)v, (void)recipe, (void)causal, (void)window, (void)softmax_scale, (void)rows;
+    throw std::invalid_argument("gpu_not_covered: this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
+#endif
+  }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
+        "Why no GPU kernel covers the recipe on this problem ('' when one does).");
+  m.def("gpu_run", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, const nb::handle& recipe, bool causal, int window,
+                      double softmax_scale, const nb::handle& rows) {
+#if defined(QATTN_WITH_GPU)
+    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows);
+    const Recipe r = recipe_arg(recipe);
+    const std::string reason = gpu::not_covered(p, r);
+    if (!reason.empty()) throw std::invalid_argument("gpu_run: no GPU kernel covers the recipe: " + reason);
+    gpu::GpuResult g;
+    {
+      nb::gil_scoped_release release;
+      g = gpu::run(p, r);
+    }
+    nb::dict d;
+    d["rows"] = rows_array(p.rows.resolve(p.q.tokens));
+    d["out"] = to_numpy(std::move(g.out));
+    d["kernel"] = g.kernel;
+    return d;
+#else
+    (void)q, (void)k, (void)v, (void)recipe, (void)causal, (void)window, (void)softmax_scale, (void)rows;
+    throw std::invalid_argument("gpu_run: this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
+    return nb::dict();
+#endif
+  }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
+        "Run the recipe on the first GPU family that covers it. Returns {'rows', 'out' [Hq, R, d] float32, 'kernel'}.");
+
+  // ---- metrics and statistics ----
+  m.def("compare", [](const AnyArray& ref, const AnyArray& x) {
+    std::vector<std::size_t> sr, sx;
+    const std::vector<double> r = to_doubles(ref, "ref", &sr), y = to_doubles(x, "x", &sx);
+    if (sr != sx) throw std::invalid_argument("compare: ref and x have different shapes; expected equal (nothing is broadcast)");
+    return metrics_dict(compare(r, y));
+  }, "ref"_a, "x"_a, "Error metrics of x against ref, in float64: sqnr_db, rel_l2, rel_l1, cosine, max_abs, count.");
+  m.def("row_divergence", [](const AnyArray& p_ref, const AnyArray& p, double floor) {
+    const std::vector<double> a = to_doubles(p_ref, "p_ref"), b = to_doubles(p, "p");
+    if (a.size() != b.size()) throw std::invalid_argument("row_divergence: p_ref and p have different lengths");
+    const RowDivergence d = row_divergence(a, b, floor);
+    nb::dict out;
+    out["kl"] = d.kl;
+    out["total_variation"] = d.total_variation;
+    return out;
+  }, "p_ref"_a, "p"_a, "floor"_a = kKlFloor, "KL(p_ref || p) in nats (each flushed entry's term capped by the floor) and total variation of two probability rows.");
+  m.def("mass_per_decade", [](const AnyArray& p) {
+    const auto b = mass_per_decade(to_doubles(p, "p"));
+    return rows_array(std::vector<double>(b.begin(), b.end()));
+  }, "p"_a, "Fraction of a probability row's mass per decade: [1e-1, 1], [1e-2, 1e-1), ..., [1e-8, 1e-7), below 1e-8.");
+  m.def("mass_flushed", [](const AnyArray& p, double threshold) { return mass_flushed(to_doubles(p, "p"), threshold); }, "p"_a, "threshold"_a,
+        "Fraction of the row's mass on keys with p / max(p) <= threshold (int8 P at 127: 0.5/127).");
+  m.def("p_flush_threshold", [](const std::string& spec) {
+    const OperandQuant o = operand_from_string(spec, "p_flush_threshold: spec");
+    if (o.unit_scale || o.spec.rule != ScaleRule::static_multiplier) throw std::invalid_argument("p_flush_threshold: '" + spec + "'; expected a static P spec such as int8/static:127");
+    return flush_threshold(format_of(o.spec.format)) / o.spec.multiplier;
+  }, "spec"_a, "p / max(p) at or below which a static P format flushes to zero (e.g. 'int8/static:127' -> 0.5/127).");
+  m.def("channel_outliers", [](const AnyArray& t, int head, int tokens, bool subtract_mean) {
+    const TensorF x = to_tensor(t, "t");
+    if (head < 0 || head >= x.heads) throw std::invalid_argument("channel_outliers: head " + std::to_string(head) + " outside 0.." + std::to_string(x.heads - 1));
+    if (tokens < 0 || tokens > x.tokens) throw std::invalid_argument("channel_outliers: tokens " + std::to_string(tokens) + " outside 0.." + std::to_string(x.tokens));
+    const ChannelOutliers c = channel_outliers(x, head, tokens, subtract_mean);
+    nb::dict d;
+    d["absmax"] = rows_array(std::vector<double>(c.absmax));
+    d["median"] = c.median;
+    d["max"] = c.max;
+    d["max_channel"] = c.max_channel;
+    d["ratio"] = c.ratio;
+    d["int8_levels_median"] = c.int8_levels_median;
+    return d;
+  }, "t"_a, "head"_a, "tokens"_a = 0, "subtract_mean"_a = false,
+        "Per-channel absmax of one head over the first tokens (0 = all), against the median channel; with subtract_mean, after K smoothing.");
+
+  // ---- dumps and outputs ----
+  m.def("open_dump", [](const std::string& path) {
+    const DatasetInfo info = open_dataset(path);
+    nb::dict attrs;
+    for (const auto& [k, v] : info.attrs) attrs[k.c_str()] = attr_to_py(v);
+    nb::list layers;
+    for (const LayerInfo& l : info.layers) {
+      nb::dict d;
+      d["name"] = l.name;
+      d["q_heads"] = l.q_heads;
+      d["kv_heads"] = l.kv_heads;
+      d["tokens"] = l.tokens;
+      d["dim"] = l.dim;
+      d["dtype"] = name_of(l.dtype);
+      d["causal"] = l.causal;
+      d["sliding_window"] = l.sliding_window;
+      d["softmax_scale"] = l.softmax_scale;
+      d["rope"] = l.rope;
+      layers.append(d);
+    }
+    nb::dict d;
+    d["path"] = info.path;
+    d["attrs"] = attrs;
+    d["layers"] = layers;
+    d["n_tokens"] = info.n_tokens;
+    return d;
+  }, "path"_a, "Validate a dump (schema qattn-dump/1) and describe it: attrs, layers (shapes, dtype, causal, sliding_window, softmax_scale), n_tokens.");
+  m.def("load_layer", [](const std::string& path, const std::string& layer, std::vector<int> heads, int tokens) {
+    const DatasetInfo info = open_dataset(path);
+    SliceRequest req;
+    req.heads = heads;
+    req.tokens = tokens;
+    LayerSlice s = load_layer(info, layer, req);
+    nb::dict d;
+    d["q"] = to_numpy(std::move(s.problem.q));
+    d["k"] = to_numpy(std::move(s.problem.k));
+    d["v"] = to_numpy(std::move(s.problem.v));
+    d["causal"] = s.problem.causal;
+    d["window"] = s.problem.window;
+    d["softmax_scale"] = s.problem.softmax_scale;
+    d["q_heads"] = s.q_heads;
+    d["kv_heads"] = s.kv_heads;
+    return d;
+  }, "path"_a, "layer"_a, "heads"_a = std::vector<int>{}, "tokens"_a = 0,
+        "Q/K/V (float32 [H, N, d]) of one layer's first tokens (0 = all) and its causal, window and softmax_scale. With heads, K/V hold "
+        "one KV head per chosen query head.");
+  m.def("write_dump", [](const std::string& path, const nb::list& layers, const nb::dict& attrs, const std::string& dtype,
+                         std::optional<std::vector<int>> tokens) {
+    std::vector<LayerToWrite> ls;
+    for (std::size_t i = 0; i < nb::len(layers); ++i) {
+      const nb::dict l = nb::cast<nb::dict>(layers[i]);
+      const std::string where = "layers[" + std::to_string(i) + "]";
+      for (const char* key : {"name", "q", "k", "v"})
+        if (!l.contains(key)) throw std::invalid_argument(where + ": missing '" + key + "'; expected name, q, k, v (and optional causal, sliding_window, softmax_scale, rope)");
+      LayerToWrite w;
+      w.name = nb::cast<std::string>(l["name"]);
+      w.q = to_tensor(nb::cast<AnyArray>(l["q"]), where + ".q");
+      w.k = to_tensor(nb::cast<AnyArray>(l["k"]), where + ".k");
+      w.v = to_tensor(nb::cast<AnyArray>(l["v"]), where + ".v");
+      if (l.contains("causal")) w.causal = nb::cast<bool>(l["causal"]);
+      if (l.contains("sliding_window")) w.sliding_window = nb::cast<int>(l["sliding_window"]);
+      if (l.contains("softmax_scale")) w.softmax_scale = nb::cast<double>(l["softmax_scale"]);
+      if (w.softmax_scale == 0) w.softmax_scale = 1.0 / std::sqrt(static_cast<double>(w.q.dim));
+      if (l.contains("rope")) w.rope = nb::cast<std::string>(l["rope"]);
+      ls.push_back(std::move(w));
+    }
+    write_dataset(path, attrs_from_py(attrs), ls, parse_format(dtype, "write_dump: dtype"), tokens);
+  }, "path"_a, "layers"_a, "attrs"_a, "dtype"_a = "fp16", "tokens"_a = nb::none(),
+        "Write a dump (schema qattn-dump/1) atomically. layers: dicts with name, q, k, v and optional causal, sliding_window, softmax_scale, "
+        "rope; attrs: the root attributes (schema, model, weights, text_source, n_tokens, created_by, created_at).");
+  m.def("read_outputs", [](const std::string& path) {
+    OutputsFile f = read_outputs(path);
+    nb::list layers;
+    for (LayerOutputs& l : f.layers) {
+      nb::dict d;
+      d["layer"] = l.layer;
+      d["context"] = l.context;
+      d["rows"] = l.rows_listed ? rows_array(std::vector<int>(l.rows)) : nb::none();
+      d["o"] = to_numpy(std::move(l.o));
+      layers.append(d);
+    }
+    nb::dict d;
+    d["kernel"] = f.kernel;
+    d["recipe"] = f.recipe;
+    d["layers"] = layers;
+    return d;
+  }, "path"_a, "Read and validate an outputs file (schema qattn-outputs/1).");
+  m.def("write_outputs", [](const std::string& path, const std::string& kernel, const nb::list& layers, const std::string& recipe,
+                            const std::string& dtype, const nb::dict& attrs) {
+    OutputsFile f;
+    f.kernel = kernel;
+    if (!recipe.empty()) f.recipe = to_string(recipe_from_string(recipe));
+    f.attrs = attrs_from_py(attrs);
+    for (std::size_t i = 0; i < nb::len(layers); ++i) {
+      const nb::dict l = nb::cast<nb::dict>(layers[i]);
+      const std::string where = "layers[" + std::to_string(i) + "]";
+      if (!l.contains("layer") || !l.contains("o")) throw std::invalid_argument(where + ": expected 'layer' and 'o' (and optional 'rows', 'context')");
+      LayerOutputs lo;
+      lo.layer = nb::cast<std::string>(l["layer"]);
+      lo.o = to_tensor(nb::cast<AnyArray>(l["o"]), where + ".o");
+      for (std::size_t j = 0; j < lo.o.size(); ++j)
+        if (!std::isfinite(lo.o.data[j])) throw std::invalid_argument(where + ".o: element " + std::to_string(j) + " is not finite; the kernel must write finite outputs");
+      if (l.contains("rows") && !l["rows"].is_none()) {
+        const RowSelection rs = parse_rows(l["rows"]);
+        lo.rows = rs.kind == RowSelection::Kind::list ? rs.listed : rs.resolve(lo.o.tokens);
+        lo.rows_listed = true;
+      } else {
+        for (int r = 0; r < lo.o.tokens; ++r) lo.rows.push_back(r);
+      }
+      if (static_cast<int>(lo.rows.size()) != lo.o.tokens) {
+        throw std::invalid_argument(where + ": o has " + std::to_string(lo.o.tokens) + " rows but rows names " + std::to_string(lo.rows.size()) + "; expected one index per output row");
+      }
+      if (l.contains("context") && !l["context"].is_none()) lo.context = nb::cast<int>(l["context"]);
+      f.layers.push_back(std::move(lo));
+    }
+    write_outputs(path, f, parse_format(dtype, "write_outputs: dtype"));
+  }, "path"_a, "kernel"_a, "layers"_a, "recipe"_a = "", "dtype"_a = "fp32", "attrs"_a = nb::dict(),
+        "Write an outputs file (schema qattn-outputs/1) atomically. layers: dicts with 'layer', 'o' [Hq, R, d] and optional 'rows' "
+        "(the R query rows) and 'context' (tokens the kernel saw).");
+
+  // ---- scoring and bounds ----
+  m.def("score_files", [](const std::string& dump, std::vector<std::string> outputs, const std::string& output, const std::string& recipe,
+                          bool force, bool quiet) {
+    ScoreOptions o;
+    o.dataset = dump;
+    o.outputs = std::move(outputs);
+    o.output = output;
+    o.recipe = recipe;
+    o.force = force;
+    o.quiet = quiet;
+    o.command_line = "qattn.score_files(" + dump + ", ... -> " + output + ")";
+    nb::gil_scoped_release release;
+    score_outputs(o);
+  }, "dump"_a, "outputs"_a, "output"_a, "recipe"_a = "", "force"_a = false, "quiet"_a = true,
+        "What `qattn score` does: score outputs files against the dump's float64 reference and the recipe's emulation into a report folder.");
+  m.def("check", [](const std::string& bounds, bool update) {
+    nb::gil_scoped_release release;
+    return check_bounds(bounds, update);
+  }, "bounds"_a, "update"_a = false, "What `qattn check` does: the number of violated bounds (0 = pass).");
+}

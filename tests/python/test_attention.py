@@ -1,0 +1,115 @@
+"""Recipes, the reference, the emulator, metrics, statistics and dumps through the bindings; the
+same numbers as the CLI (one implementation)."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import qattn
+
+LINE = "q=int8/token k=int8/token ksmooth=global acc.qk=exact p=e4m3/static:448"
+
+
+def test_recipe_round_trips():
+    r = qattn.Recipe(LINE)
+    assert qattn.Recipe(str(r)) == r
+    assert qattn.Recipe.from_json(r.to_json()) == r
+    assert qattn.Recipe.from_json(json.dumps(r.to_json())) == r
+    assert r.to_json()["p"] == "e4m3/static:448"
+    with pytest.raises(ValueError, match="ksmooth"):
+        qattn.Recipe("ksmooth=sometimes")
+    with pytest.raises(ValueError, match="unknown key|frobnicate"):
+        qattn.Recipe.from_json({"frobnicate": 1})
+
+
+def test_eval_numbers_equal_the_cli(dump, qattn_exe):
+    d = qattn.load_layer(dump, "15", tokens=256)
+    assert d["q"].shape == (9, 256, 64) and d["k"].shape == (3, 256, 64) and d["causal"]
+    kw = dict(causal=d["causal"], window=d["window"], softmax_scale=d["softmax_scale"])
+    ref = qattn.reference(d["q"], d["k"], d["v"], **kw)
+    emu = qattn.emulate(d["q"], d["k"], d["v"], LINE, **kw)
+    assert emu["out"].dtype == np.float32 and emu["out"].shape == (9, 256, 64)
+    cli = json.loads(subprocess.run([qattn_exe, "eval", "--data", dump, "--layer", "15", "--tokens", "256", "--recipe", LINE, "--json"],
+                                    check=True, capture_output=True, text=True).stdout)
+    for h in range(9):
+        m = qattn.compare(ref["out"][h], emu["out"][h])
+        assert m["sqnr_db"] == cli["heads"][h]["sqnr_db"]  # the same C++ code: bit-identical
+        assert m["rel_l2"] == cli["heads"][h]["rel_l2"]
+
+
+def test_fp32_recipe_and_probability_rows():
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((4, 100, 32)).astype(np.float32) for _ in range(3))
+    k2, v2 = k[:2], v[:2]
+    ref = qattn.reference(q, k2, v2, causal=True, prob_rows=[0, 50, 99])
+    emu = qattn.emulate(q, k2, v2, qattn.Recipe(""), causal=True, prob_rows=[0, 50, 99])
+    # fp32 arithmetic only: float32 rounding of ~d + N operations, far above 100 dB
+    assert qattn.compare(ref["out"], emu["out"])["sqnr_db"] > 100
+    assert ref["probs"].shape == (4, 3, 100)
+    assert np.allclose(ref["probs"].sum(axis=2), 1.0, rtol=0, atol=1e-12)  # float64 rows sum to 1 to rounding
+    assert np.all(ref["probs"][:, 0, 1:] == 0)  # causal: row 0 sees only key 0
+    dv = qattn.row_divergence(ref["probs"][1, 1], emu["probs"][1, 1])
+    # The emulator's weights sum to 1 only to fp32 rounding (~1e-7), so KL can read slightly negative.
+    assert abs(dv["kl"]) < 1e-6
+    rows = qattn.reference(q, k2, v2, causal=True, rows="sample:10:4")["rows"]
+    assert np.array_equal(rows, qattn.sample_rows(100, 10, 4))
+    sub = qattn.reference(q, k2, v2, causal=True, rows=rows)
+    # Float64 sums are grouped by query block, so another row set can move the last bits only.
+    assert np.allclose(sub["out"], ref["out"][:, rows, :], rtol=1e-13, atol=1e-15)
+    sub_emu = qattn.emulate(q, k2, v2, "", causal=True, rows=rows)
+    assert np.array_equal(sub_emu["out"], emu["out"][:, rows, :])  # the emulator's rows are independent, bit for bit
+
+
+def test_input_errors_name_what_was_expected():
+    z = np.zeros((2, 8, 4), np.float32)
+    with pytest.raises(ValueError, match="rank 3"):
+        qattn.reference(z[0], z, z)
+    with pytest.raises(ValueError, match="dtype int32"):
+        qattn.reference(z.astype(np.int32), z, z)
+    with pytest.raises(ValueError, match=r"\[head 1, token 2, channel 3\] is NaN"):
+        bad = z.copy()
+        bad[1, 2, 3] = np.nan
+        qattn.reference(bad, z, z)
+    with pytest.raises(ValueError, match="not exactly a float32"):
+        qattn.reference(z.astype(np.float64) + 0.1, z, z)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        qattn.reference(z, z, z, rows=[3, 1])
+    with pytest.raises(ValueError, match="outside"):
+        qattn.reference(z, z, z, rows=[9])
+    with pytest.raises(ValueError, match="Hq = 3 is not a multiple of Hkv = 2"):
+        qattn.reference(np.zeros((3, 8, 4), np.float32), z, z)
+    with pytest.raises(ValueError, match="different shapes"):
+        qattn.compare(np.ones(3), np.ones(4))
+
+
+def test_statistics(dump):
+    d = qattn.load_layer(dump, "0", heads=[0], tokens=512)
+    c = qattn.channel_outliers(d["k"], 0)
+    assert c["ratio"] == pytest.approx(c["max"] / c["median"], rel=1e-15)
+    assert c["absmax"].shape == (64,)
+    p = qattn.reference(d["q"], d["k"], d["v"], causal=True, prob_rows=[511])["probs"][0, 0]
+    mass = qattn.mass_per_decade(p)
+    assert mass.shape == (9,) and mass.sum() == pytest.approx(1.0, abs=1e-12)
+    t = qattn.p_flush_threshold("int8/static:127")
+    assert t == 0.5 / 127
+    assert qattn.mass_flushed(p, t) == pytest.approx(float(p[p / p.max() <= t].sum()), rel=1e-12)
+
+
+def test_dump_write_and_read(tmp_path):
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((4, 16, 8)).astype(np.float16).astype(np.float32)
+    k = rng.standard_normal((2, 16, 8)).astype(np.float16).astype(np.float32)
+    path = str(tmp_path / "d.h5")
+    attrs = {"schema": "qattn-dump/1", "model": "test", "weights": "random", "text_source": "none", "n_tokens": 16,
+             "created_by": "pytest", "created_at": "now"}
+    qattn.write_dump(path, [{"name": "3", "q": q, "k": k, "v": k, "causal": False, "sliding_window": 4}], attrs, dtype="fp16")
+    info = qattn.open_dump(path)
+    assert info["n_tokens"] == 16 and info["layers"][0]["sliding_window"] == 4 and info["layers"][0]["dtype"] == "fp16"
+    back = qattn.load_layer(path, "3")
+    assert np.array_equal(back["q"], q) and np.array_equal(back["k"], k) and not back["causal"]
+    with pytest.raises(qattn.DatasetError, match="no such layer"):
+        qattn.load_layer(path, "4")
+    with pytest.raises(qattn.DatasetError, match="no such file"):
+        qattn.open_dump(str(tmp_path / "missing.h5"))

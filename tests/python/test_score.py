@@ -1,0 +1,140 @@
+"""Scoring kernels the lab did not write: qattn.score on a Python function, `qattn score` on an
+outputs file, and `qattn check` gating them. The "kernels" here are plain NumPy attention, one
+honest (float32) and one broken on purpose (it never sees keys 64..127: a dropped key tile)."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import qattn
+
+
+def numpy_attention(q, k, v, *, causal, window, softmax_scale, drop=None):
+    hq, n, d = q.shape
+    g = hq // k.shape[0]
+    kk, vv = np.repeat(k, g, axis=0), np.repeat(v, g, axis=0)
+    s = np.einsum("hid,hjd->hij", q, kk).astype(np.float32) * np.float32(softmax_scale)
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    mask = np.ones((n, n), bool)
+    if causal:
+        mask &= j <= i
+    if window:
+        mask &= (i - j < window) & (j - i < window)
+    if drop is not None:
+        keep = (j < drop[0]) | (j >= drop[1])
+        mask &= keep | (j == 0)  # every row keeps key 0, so no row is empty
+    s = np.where(mask, s, -np.inf)
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    return (np.einsum("hij,hjd->hid", p, vv) / p.sum(axis=2, keepdims=True)).astype(np.float32)
+
+
+def fp32_kernel(q, k, v, **kw):
+    return numpy_attention(q, k, v, **kw)
+
+
+def broken_kernel(q, k, v, **kw):
+    return numpy_attention(q, k, v, drop=(64, 128), **kw)
+
+
+def test_python_score_separates_kernel_and_format_error(dump, tmp_path):
+    out = str(tmp_path / "fp32")
+    rows = qattn.score(fp32_kernel, dump, layers=[0, "15"], contexts=[128, 256], recipe="q=fp32", output=out)
+    assert len(rows) == 2 * 2 * 9  # layers x contexts x heads
+    for r in rows:
+        assert r["kernel"] == "fp32_kernel" and r["rows"] == r["context"]
+        assert r["sqnr_db"] > 100  # float32 attention against float64
+        assert r["recipe_sqnr_db"] > 100 and r["kernel_vs_recipe_sqnr_db"] > 100
+    for f in ("config.json", "results.jsonl", "results.csv", "summary.md", "figures/score_per_head.csv"):
+        assert os.path.exists(os.path.join(out, f)), f
+    assert len(os.listdir(os.path.join(out, "outputs"))) == 2  # one outputs file per context, kept
+
+    bad = qattn.score(broken_kernel, dump, layers=["15"], contexts=[256], recipe="q=fp32", output=str(tmp_path / "broken"))
+    own = [r["kernel_vs_recipe_sqnr_db"] for r in bad]
+    assert max(own) < 40, own  # the dropped tile is the kernel's own error, not its formats'
+    assert min(r["recipe_sqnr_db"] for r in bad) > 100
+
+    sampled = qattn.score(fp32_kernel, dump, layers=["15"], contexts=[256], rows=32, output=str(tmp_path / "s"))
+    assert all(r["rows"] == 32 and r["recipe_sqnr_db"] is None for r in sampled)
+    with pytest.raises(ValueError, match="exists"):
+        qattn.score(fp32_kernel, dump, layers=["15"], contexts=[256], output=out)
+
+
+def test_score_function_errors(dump, tmp_path):
+    with pytest.raises(ValueError, match="returned shape"):
+        qattn.score(lambda q, k, v, **kw: q[:, :-1], dump, layers=["0"], contexts=[64], output=str(tmp_path / "a"))
+    with pytest.raises(ValueError, match="expected finite"):
+        qattn.score(lambda q, k, v, **kw: q * np.nan, dump, layers=["0"], contexts=[64], output=str(tmp_path / "b"))
+    with pytest.raises(ValueError, match="no layer '3'"):
+        qattn.score(fp32_kernel, dump, layers=[3], output=str(tmp_path / "c"))
+    with pytest.raises(ValueError, match="contexts"):
+        qattn.score(fp32_kernel, dump, contexts=[4096], output=str(tmp_path / "d"))
+    with pytest.raises(ValueError, match="recipe|granularity"):
+        qattn.score(fp32_kernel, dump, contexts=[64], recipe="q=int8/sometimes", output=str(tmp_path / "e"))
+
+
+def write_kernel_outputs(dump, path, fn, kernel, context, rows=None):
+    layers = []
+    for name in ("0", "15"):
+        d = qattn.load_layer(dump, name, tokens=context)
+        o = fn(d["q"], d["k"], d["v"], causal=d["causal"], window=d["window"], softmax_scale=d["softmax_scale"])
+        entry = {"layer": name, "o": o if rows is None else o[:, rows, :], "context": context}
+        if rows is not None:
+            entry["rows"] = np.array(rows, dtype=np.int32)
+        layers.append(entry)
+    qattn.write_outputs(path, kernel, layers, recipe="q=bf16 k=bf16 p=bf16 v=bf16", dtype="fp32")
+
+
+def test_cli_score_and_check_gate_a_broken_kernel(dump, qattn_exe, tmp_path):
+    good, bad = str(tmp_path / "good.h5"), str(tmp_path / "bad.h5")
+    write_kernel_outputs(dump, good, fp32_kernel, "my_kernel", 256)
+    write_kernel_outputs(dump, bad, broken_kernel, "my_kernel", 256, rows=list(range(0, 256, 4)))
+    back = qattn.read_outputs(bad)
+    assert back["kernel"] == "my_kernel" and back["layers"][0]["rows"].shape == (64,)
+
+    report = str(tmp_path / "report")
+    r = subprocess.run([qattn_exe, "score", dump, good, "--output", report], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "| my_kernel | 15 | 256 | 256 | 9 |" in r.stdout
+    bounds = str(tmp_path / "bounds.json")
+    json.dump({"report": report, "bounds": [{"recipe": "my_kernel", "layer": "15", "context": 256, "sqnr_db_min": 0}]}, open(bounds, "w"))
+    assert subprocess.run([qattn_exe, "check", bounds, "--update"], capture_output=True, text=True).returncode == 0
+    stored = json.load(open(bounds))
+    assert {b["layer"] for b in stored["bounds"]} == {"0", "15"}
+    assert all("kernel_vs_recipe_db_min" in b and "kl_max" not in b for b in stored["bounds"])
+    ok = subprocess.run([qattn_exe, "check", bounds], capture_output=True, text=True)
+    assert ok.returncode == 0 and "0 violation(s)" in ok.stdout, ok.stdout + ok.stderr
+
+    # The broken kernel scored into the same report folder, then gated by the stored bounds.
+    r = subprocess.run([qattn_exe, "score", dump, bad, "--output", report, "--force"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    fail = subprocess.run([qattn_exe, "check", bounds], capture_output=True, text=True)
+    assert fail.returncode == 1
+    assert "FAIL recipe 'my_kernel' layer 15 context 256: mean SQNR" in fail.stderr and "worse by" in fail.stderr, fail.stderr
+    assert "kernel vs recipe" in fail.stderr and "own error grew" in fail.stderr
+
+
+def test_cli_score_errors(dump, qattn_exe, tmp_path):
+    def err(*args):
+        r = subprocess.run([qattn_exe, "score", *args], capture_output=True, text=True)
+        assert r.returncode != 0
+        return r.stderr
+
+    out = str(tmp_path / "o.h5")
+    qattn.write_outputs(out, "k", [{"layer": "7", "o": np.zeros((8, 16, 64), np.float32)}])
+    assert "8 heads; the dump's layer has 9 query heads" in err(dump, out, "-o", str(tmp_path / "r"))
+    qattn.write_outputs(out, "k", [{"layer": "5", "o": np.zeros((9, 16, 64), np.float32)}])
+    assert "has no such layer; expected one of 0, 7, 15, 22, 29" in err(dump, out, "-o", str(tmp_path / "r"))
+    qattn.write_outputs(out, "k", [{"layer": "7", "o": np.zeros((9, 16, 64), np.float32), "rows": [0, 1, 2], "context": 8}][:0] or
+                        [{"layer": "7", "o": np.zeros((9, 3, 64), np.float32), "rows": [0, 1, 9], "context": 8}])
+    assert "row 9 is outside the context of 8 tokens" in err(dump, out, "-o", str(tmp_path / "r"))
+    assert "schema" in err(dump, dump, "-o", str(tmp_path / "r"))  # a dump is not an outputs file
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("keep me")
+    qattn.write_outputs(out, "k", [{"layer": "7", "o": np.zeros((9, 16, 64), np.float32)}])
+    assert "not a qattn report folder" in err(dump, out, "-o", str(user), "--force")
+    assert (user / "notes.txt").read_text() == "keep me"
+    with pytest.raises(ValueError, match="not finite"):
+        qattn.write_outputs(out, "k", [{"layer": "7", "o": np.full((9, 16, 64), np.inf, np.float32)}])
