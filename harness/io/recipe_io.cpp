@@ -76,6 +76,13 @@ constexpr std::pair<const char*, SoftmaxKind> kSoftmax[] = {{"float", SoftmaxKin
                                                             {"shiftmax", SoftmaxKind::ivit_shiftmax}};
 constexpr std::pair<const char*, Denominator> kDenominator[] = {{"quantized", Denominator::quantized_p}, {"float", Denominator::float_p}};
 constexpr std::pair<const char*, Rounding> kRounding[] = {{"even", Rounding::nearest_even}, {"zero", Rounding::toward_zero}};
+constexpr std::pair<const char*, QFlashVariant::Constants> kQfConsts[] = {{"lab", QFlashVariant::Constants::lab}, {"kernel", QFlashVariant::Constants::kernel}};
+constexpr std::pair<const char*, QFlashVariant::Exp> kQfExp[] = {{"lab", QFlashVariant::Exp::lab}, {"fixed16", QFlashVariant::Exp::fixed16}};
+constexpr std::pair<const char*, QFlashVariant::Requant> kQfRequant[] = {{"lab", QFlashVariant::Requant::lab}, {"round16", QFlashVariant::Requant::round16}};
+constexpr std::pair<const char*, QFlashVariant::Release> kQfRelease[] = {{"lab", QFlashVariant::Release::lab}, {"shift30", QFlashVariant::Release::shift30}};
+constexpr std::pair<const char*, QFlashVariant::Start> kQfStart[] = {{"lab", QFlashVariant::Start::lab}, {"kernel", QFlashVariant::Start::kernel}};
+constexpr std::pair<const char*, QFlashVariant::Tail> kQfTail[] = {{"lab", QFlashVariant::Tail::lab}, {"pad", QFlashVariant::Tail::pad}};
+constexpr std::pair<const char*, QFlashVariant::Division> kQfDiv[] = {{"lab", QFlashVariant::Division::lab}, {"trunc32", QFlashVariant::Division::trunc32}};
 constexpr std::pair<const char*, bool> kBool[] = {{"0", false}, {"1", true}, {"false", false}, {"true", true}};
 
 std::string acc_to_string(const Accumulator& a) {
@@ -124,7 +131,16 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
 
 // The keys of both forms, in canonical order.
 const char* const kKeys[] = {"q", "k", "p", "v", "ksmooth", "ksmooth_block", "qsmooth", "vsmooth", "rotation", "softmax",
-                             "denominator", "acc.qk", "acc.pv", "tiles", "split", "tau"};
+                             "denominator", "acc.qk", "acc.pv", "tiles", "split", "tau", "qflash.consts", "qflash.exp",
+                             "qflash.requant", "qflash.release", "qflash.start", "qflash.tail", "qflash.div", "out"};
+
+// Keys the canonical forms write only where they apply: the qflash.* keys with softmax=qflash,
+// `out` when it is not fp32 (so recipes without them read as they always did).
+bool key_applies(const Recipe& r, const std::string& key) {
+  if (key.rfind("qflash.", 0) == 0) return r.softmax == SoftmaxKind::qflash_integer;
+  if (key == "out") return r.out != FormatId::fp32;
+  return true;
+}
 
 void set_key(Recipe& r, const std::string& key, const std::string& value, const std::string& what) {
   if (key == "q") r.q = operand_from_string(value, what);
@@ -147,6 +163,14 @@ void set_key(Recipe& r, const std::string& key, const std::string& value, const 
     r.tiles.block_k = parse_int(value.substr(x + 1), what);
   } else if (key == "split") r.split_k = parse_int(value, what);
   else if (key == "tau") r.lazy_rescale_tau = parse_number(value, what);
+  else if (key == "qflash.consts") r.qflash.constants = parse_enum(value, what, kQfConsts);
+  else if (key == "qflash.exp") r.qflash.exp = parse_enum(value, what, kQfExp);
+  else if (key == "qflash.requant") r.qflash.requant = parse_enum(value, what, kQfRequant);
+  else if (key == "qflash.release") r.qflash.release = parse_enum(value, what, kQfRelease);
+  else if (key == "qflash.start") r.qflash.start = parse_enum(value, what, kQfStart);
+  else if (key == "qflash.tail") r.qflash.tail = parse_enum(value, what, kQfTail);
+  else if (key == "qflash.div") r.qflash.division = parse_enum(value, what, kQfDiv);
+  else if (key == "out") r.out = parse_format(value, what);
   else {
     std::string known;
     for (const char* k : kKeys) known += (known.empty() ? "" : ", ") + std::string(k);
@@ -171,6 +195,14 @@ std::string get_key(const Recipe& r, const std::string& key) {
   if (key == "tiles") return std::to_string(r.tiles.block_q) + "x" + std::to_string(r.tiles.block_k);
   if (key == "split") return std::to_string(r.split_k);
   if (key == "tau") return num(r.lazy_rescale_tau);
+  if (key == "qflash.consts") return enum_name(r.qflash.constants, kQfConsts);
+  if (key == "qflash.exp") return enum_name(r.qflash.exp, kQfExp);
+  if (key == "qflash.requant") return enum_name(r.qflash.requant, kQfRequant);
+  if (key == "qflash.release") return enum_name(r.qflash.release, kQfRelease);
+  if (key == "qflash.start") return enum_name(r.qflash.start, kQfStart);
+  if (key == "qflash.tail") return enum_name(r.qflash.tail, kQfTail);
+  if (key == "qflash.div") return enum_name(r.qflash.division, kQfDiv);
+  if (key == "out") return name_of(r.out);
   return "";
 }
 
@@ -186,6 +218,22 @@ Recipe default_recipe() {
 
 }  // namespace
 
+const std::vector<RecipePreset>& recipe_presets() {
+  static const std::vector<RecipePreset> presets = {
+      {"qflash-46adca5",
+       "q=int8/tensor/scale:fp16/div:fp16 k=int8/tensor/scale:fp16/div:fp16 v=int8/tensor/scale:fp16/div:fp16 p=int8/static:127 "
+       "softmax=qflash acc.qk=exact acc.pv=exact tiles=32x32 qflash.consts=kernel qflash.exp=fixed16 qflash.requant=round16 "
+       "qflash.release=shift30 qflash.start=kernel qflash.tail=pad qflash.div=trunc32 out=fp16",
+       "github EfficientCompLab/qflash, commit 46adca5, qflash/kernel.py (qflash_forward, unmasked kernel, default settings)",
+       "fp16 inputs of one batch (its per-tensor scale is int8/tensor), not causal; the kernel's approximate fp32 division "
+       "can put an output one int8 level lower"},
+      {"qflash-lab", "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash acc.qk=exact acc.pv=exact",
+       "the QFlash paper's algorithm with the lab's constants (kernels/emulate/qflash.hpp)",
+       "the lab's reading of the paper, before its kernel was public; the GPU family flash_integer runs it"},
+  };
+  return presets;
+}
+
 std::string operand_to_string(const OperandQuant& o) {
   std::string s = name_of(o.spec.format);
   if (o.unit_scale) return s;
@@ -196,12 +244,13 @@ std::string operand_to_string(const OperandQuant& o) {
     if (o.spec.granularity == Granularity::block || o.spec.granularity == Granularity::group) s += ":" + std::to_string(o.spec.block);
   }
   if (o.spec.scale_format != FormatId::fp32) s += std::string("/scale:") + name_of(o.spec.scale_format);
+  if (o.spec.divide) s += std::string("/div:") + name_of(o.spec.quotient_format);
   return s;
 }
 
 OperandQuant operand_from_string(const std::string& s, const std::string& what) {
   const std::vector<std::string> parts = split(s, '/');
-  if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT]");
+  if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT][/div[:FORMAT]]");
   OperandQuant o;
   o.spec.format = parse_format(parts[0], what);
   o.unit_scale = parts.size() == 1;
@@ -221,6 +270,9 @@ OperandQuant operand_from_string(const std::string& s, const std::string& what) 
       have_rule = true;
     } else if (head == "scale") {
       o.spec.scale_format = parse_format(arg, what + " scale");
+    } else if (head == "div") {
+      o.spec.divide = true;
+      o.spec.quotient_format = arg.empty() ? FormatId::fp32 : parse_format(arg, what + " div");
     } else {
       if (have_rule) bad(what, "'" + s + "': give one granularity or one static scale");
       o.spec.granularity = parse_granularity(head, what);
@@ -233,16 +285,39 @@ OperandQuant operand_from_string(const std::string& s, const std::string& what) 
       have_rule = true;
     }
   }
-  if (!o.unit_scale && !have_rule) bad(what, "'" + s + "': a scale format needs a granularity or a static scale");
+  if (!o.unit_scale && !have_rule) bad(what, "'" + s + "': a scale format or /div needs a granularity or a static scale");
   return o;
 }
+
+namespace {
+
+const RecipePreset& find_preset(const std::string& name, const std::string& what) {
+  std::string known;
+  for (const RecipePreset& p : recipe_presets()) {
+    if (name == p.name) return p;
+    known += (known.empty() ? "" : ", ") + std::string(p.name);
+  }
+  bad(what, "unknown preset '" + name + "'; expected one of: " + known);
+}
+
+}  // namespace
 
 Recipe recipe_from_string(const std::string& line) {
   Recipe r = default_recipe();
   std::istringstream in(line);
   std::string tok;
   std::vector<std::string> seen;
+  // A preset first, wherever it stands; the other keys then override it.
+  for (std::istringstream scan(line); scan >> tok;) {
+    if (tok.rfind("preset=", 0) != 0) continue;
+    if (!seen.empty()) bad("recipe string: token '" + tok + "'", "key 'preset' given twice");
+    seen.push_back("preset");
+    const RecipePreset& p = find_preset(tok.substr(7), "recipe string: token '" + tok + "'");
+    std::istringstream pin(p.line);
+    for (std::string t; pin >> t;) set_key(r, t.substr(0, t.find('=')), t.substr(t.find('=') + 1), std::string("preset ") + p.name);
+  }
   while (in >> tok) {
+    if (tok.rfind("preset=", 0) == 0) continue;
     const auto eq = tok.find('=');
     if (eq == std::string::npos || eq == 0) bad("recipe string: token '" + tok + "'", "expected key=value");
     const std::string key = tok.substr(0, eq);
@@ -258,6 +333,7 @@ Recipe recipe_from_string(const std::string& line) {
 std::string to_string(const Recipe& r) {
   std::string s;
   for (const char* k : kKeys) {
+    if (!key_applies(r, k)) continue;
     if (!s.empty()) s += ' ';
     s += k;
     s += '=';
@@ -268,7 +344,8 @@ std::string to_string(const Recipe& r) {
 
 nlohmann::json to_json(const Recipe& r) {
   nlohmann::json j = nlohmann::json::object();
-  for (const char* k : kKeys) j[k] = get_key(r, k);
+  for (const char* k : kKeys)
+    if (key_applies(r, k)) j[k] = get_key(r, k);
   return j;
 }
 
@@ -282,7 +359,12 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
   }
   if (!j.is_object()) bad(where, "expected a JSON object of recipe keys or a one-line recipe string");
   Recipe r = default_recipe();
+  if (j.contains("preset")) {
+    if (!j["preset"].is_string()) bad(where + ": key 'preset'", "expected a preset name");
+    r = recipe_from_string("preset=" + j["preset"].get<std::string>());
+  }
   for (const auto& [key, value] : j.items()) {
+    if (key == "preset") continue;
     const std::string what = where + ": key '" + key + "'";
     std::string text;
     if (value.is_string()) text = value.get<std::string>();
@@ -297,10 +379,11 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
         if (value.contains("block")) text += ":" + std::to_string(value["block"].get<int>());
       }
       if (value.contains("scale_format")) text += "/scale:" + value["scale_format"].get<std::string>();
+      if (value.contains("divide")) text += "/div:" + value["divide"].get<std::string>();
       for (const auto& [k2, v2] : value.items()) {
         (void)v2;
-        if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "scale_format") {
-          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, static, scale_format");
+        if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "scale_format" && k2 != "divide") {
+          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, static, scale_format, divide");
         }
       }
     } else {

@@ -8,6 +8,7 @@
 // Every key of the line form is also a JSON key; omitted keys keep their defaults (README lists them).
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "kernels/recipe/recipe.hpp"
 
@@ -21,6 +22,16 @@ std::string to_string(const Recipe& r);     // canonical: every key, fixed order
 nlohmann::json to_json(const Recipe& r);    // the same keys, operands and accumulators as strings
 
 std::string operand_to_string(const OperandQuant& o);
+
+// Named recipes: `preset=NAME` in the one-line form (or "preset": NAME in JSON) starts from the
+// preset, and the other keys given override it. Each names the source it was read from.
+struct RecipePreset {
+  const char* name;
+  const char* line;    // the preset as a one-line recipe
+  const char* source;  // repository, commit or version, file
+  const char* note;    // what it covers and what it leaves out
+};
+const std::vector<RecipePreset>& recipe_presets();
 OperandQuant operand_from_string(const std::string& s, const std::string& what);
 
 }  // namespace qattn

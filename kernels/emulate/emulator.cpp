@@ -497,60 +497,96 @@ void run_block(const Problem& p, const Recipe& r, const Prepared& pr, const Scor
   for (int k = 0; k < count; ++k) emu.finish(state[k], outs[k]);
 }
 
-// QFlash's integer pipeline for one query row (see qflash.hpp for every constant).
+// QFlash's constants for a row: the lab's (from s~ with the exact log2 e) or the published kernel's
+// (s_Q s_K rounded to fp16 as torch multiplies two half scalars, the softmax scale times its
+// 1.44269504, every constant rounded half to even as Python's round does).
+qflash::Constants qflash_constants(const Problem& p, const Recipe& r, float sq, float sk) {
+  if (r.qflash.constants == QFlashVariant::Constants::lab) return qflash::constants(static_cast<double>(sq) * sk * p.scale() * 1.4426950408889634);
+  const double qk = round_to(format_of(FormatId::fp16), static_cast<double>(sq * sk));
+  const double sm = p.scale() * 1.44269504 * qk;
+  qflash::Constants c;
+  c.i0 = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::nearbyint(1.0 / sm)));
+  c.m = static_cast<std::int64_t>(127.0 * 32768.0 / static_cast<double>(c.i0) + 0.5);
+  c.exp_m = static_cast<std::int64_t>(std::nearbyint(-sm * 65536.0));
+  c.req_m = static_cast<std::int64_t>(std::nearbyint(sm * 127.0 * 65536.0));
+  c.m30 = static_cast<std::int64_t>(std::nearbyint(1073741824.0 / static_cast<double>(c.i0)));
+  return c;
+}
+
+// QFlash's integer pipeline for one query row (see qflash.hpp for every constant; recipe.hpp's
+// QFlashVariant for the published kernel's steps).
 void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h, int i, bool want_weights, RowOut& out) {
   const int n = p.k.tokens, d = p.q.dim, kh = h / p.group(), bc = r.tiles.block_k;
+  const QFlashVariant& vr = r.qflash;
   const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
   const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
-  const qflash::Constants c = qflash::constants(static_cast<double>(sq) * sk * p.scale() * 1.4426950408889634);
+  const qflash::Constants c = qflash_constants(p, r, sq, sk);
+  const auto exp2 = [&](std::int64_t x) { return vr.exp == QFlashVariant::Exp::fixed16 ? qflash::shift_exp2_fixed16(x, c) : qflash::shift_exp2(x, c); };
+  const auto requant = [&](std::int64_t x) { return vr.requant == QFlashVariant::Requant::round16 ? qflash::requantize_round16(x, c) : qflash::requantize(x, c); };
+  const auto release = [&](std::int64_t x, std::int64_t a) {
+    return vr.release == QFlashVariant::Release::shift30 ? qflash::scale_release_shift30(x, a, c) : qflash::scale_release(x, a, c);
+  };
+  const bool pad = vr.tail == QFlashVariant::Tail::pad;
+  constexpr std::int64_t kPadScore = -(std::int64_t{1} << 20);  // the kernel's NEG_INF for keys past N
   const std::int16_t* qa = &pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d];
   const auto [lo, hi] = p.visible_keys(i);
-  std::int64_t m = -(std::int64_t{1} << 21), l = 0;
+  const bool kernel_start = vr.start == QFlashVariant::Start::kernel;
+  std::int64_t m = kernel_start ? -(std::int64_t{1} << 20) : -(std::int64_t{1} << 21), l = kernel_start ? 1 : 0;
   std::vector<std::int64_t> o(d, 0), sc(bc), p8(bc);
   // Weights: each key's P8 and the tile it came from; the release factors alpha / I0 of later tiles.
   std::vector<std::int64_t> key_p8(want_weights ? n : 0, 0);
   std::vector<int> key_tile(want_weights ? n : 0, -1);
-  std::vector<double> release;
+  std::vector<double> release_factor;
   for (int j0 = (lo / bc) * bc; j0 < hi; j0 += bc) {
     const int w = std::min(n, j0 + bc) - j0;
+    const int wt = pad && j0 + bc > n ? bc : w;  // padded keys take part in the max, P8 and l (with V = 0)
     std::int64_t tile_max = std::numeric_limits<std::int64_t>::min();
-    for (int jj = 0; jj < w; ++jj) {
+    for (int jj = 0; jj < wt; ++jj) {
       const int j = j0 + jj;
-      const bool vis = p.visible(i, j);
-      sc[jj] = vis ? int_dot(qa, &pr.k.codes[(static_cast<std::size_t>(kh) * p.k.tokens + j) * d], d) : 0;
-      p8[jj] = vis;  // visibility, reused below
-      if (vis) tile_max = std::max(tile_max, sc[jj]);
+      const bool vis = jj < w && p.visible(i, j);
+      sc[jj] = vis ? int_dot(qa, &pr.k.codes[(static_cast<std::size_t>(kh) * p.k.tokens + j) * d], d) : (jj >= w ? kPadScore : 0);
+      p8[jj] = vis || jj >= w;  // takes part (visible, or a padded key), reused below
+      if (p8[jj]) tile_max = std::max(tile_max, sc[jj]);
     }
     if (tile_max == std::numeric_limits<std::int64_t>::min()) continue;
     const std::int64_t m_new = std::max(m, tile_max);
-    const std::int64_t alpha = qflash::shift_exp2(m - m_new, c);
+    const std::int64_t alpha = exp2(m - m_new);
     std::int64_t row_sum = 0;
-    for (int jj = 0; jj < w; ++jj) {
-      p8[jj] = p8[jj] ? qflash::requantize(qflash::shift_exp2(sc[jj] - m_new, c), c) : 0;
+    for (int jj = 0; jj < wt; ++jj) {
+      p8[jj] = p8[jj] ? requant(exp2(sc[jj] - m_new)) : 0;
       row_sum += p8[jj];
     }
-    l = qflash::scale_release(l, alpha, c) + row_sum;
+    l = release(l, alpha) + row_sum;
     if (want_weights) {
-      release.push_back(static_cast<double>(alpha) / static_cast<double>(c.i0));
+      release_factor.push_back(static_cast<double>(alpha) / static_cast<double>(c.i0));
       for (int jj = 0; jj < w; ++jj) {
         key_p8[j0 + jj] = p8[jj];
-        key_tile[j0 + jj] = static_cast<int>(release.size()) - 1;
+        key_tile[j0 + jj] = static_cast<int>(release_factor.size()) - 1;
       }
     }
     for (int cc = 0; cc < d; ++cc) {
       std::int64_t acc = 0;
       for (int jj = 0; jj < w; ++jj) acc += p8[jj] * pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j0 + jj) * d + cc];
-      o[cc] = qflash::scale_release(o[cc], alpha, c) + acc;
+      o[cc] = release(o[cc], alpha) + acc;
     }
     m = m_new;
   }
   const float sv = pr.v.scales[static_cast<std::size_t>(kh) * p.v.tokens];
   out.o.assign(d, 0.0f);
-  for (int cc = 0; cc < d; ++cc) out.o[cc] = static_cast<float>(qflash::normalize(o[cc], l)) * sv;
+  for (int cc = 0; cc < d; ++cc) {
+    std::int64_t code;
+    if (vr.division == QFlashVariant::Division::trunc32) {
+      // fp32 division truncated toward zero, stored as int8 (0 when l = 0, which the kernel's l = 1 start avoids).
+      code = l == 0 ? 0 : qflash::wrap8(static_cast<std::int64_t>(std::trunc(static_cast<float>(o[cc]) / static_cast<float>(l))));
+    } else {
+      code = qflash::normalize(o[cc], l);
+    }
+    out.o[cc] = static_cast<float>(code) * sv;
+  }
   if (want_weights) {
     // Key j's weight: P8_j times the release factors of every later tile, over the final l.
-    std::vector<double> after(release.size() + 1, 1.0);
-    for (std::size_t t = release.size(); t-- > 0;) after[t] = after[t + 1] * (t + 1 < release.size() ? release[t + 1] : 1.0);
+    std::vector<double> after(release_factor.size() + 1, 1.0);
+    for (std::size_t t = release_factor.size(); t-- > 0;) after[t] = after[t + 1] * (t + 1 < release_factor.size() ? release_factor[t + 1] : 1.0);
     out.weights.assign(n, 0.0);
     for (int j = 0; j < n; ++j)
       if (key_tile[j] >= 0 && l != 0) out.weights[j] = static_cast<double>(key_p8[j]) * after[key_tile[j]] / static_cast<double>(l);
@@ -628,6 +664,10 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
       if (weights) std::copy(outs[q].weights.begin(), outs[q].weights.end(), res.probs.row(h, first + q));
       else std::copy(outs[q].o.begin(), outs[q].o.end(), res.out.row(h, first + q));
     }
+  }
+  if (r.out != FormatId::fp32) {  // the output as the kernel stores it
+    const Format f = format_of(r.out);
+    for (float& x : res.out.data) x = static_cast<float>(round_to(f, x));
   }
   return res;
 }

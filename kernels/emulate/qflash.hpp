@@ -22,6 +22,10 @@ namespace qattn::qflash {
 struct Constants {
   std::int64_t i0 = 1;  // integer for 1.0 in log2 units
   std::int64_t m = 0;   // requantization multiplier (shift 15)
+  // The published kernel's constants (qflash.* recipe keys; kernel_constants() below):
+  std::int64_t exp_m = 0;  // round(-s~ 2^16): exp2's fixed-point reciprocal of I0 (negative)
+  std::int64_t req_m = 0;  // round(s~ 127 2^16): requantization multiplier (shift 16)
+  std::int64_t m30 = 0;    // round(2^30 / I0): ScaleRelease multiplier (shift 30)
 };
 
 QATTN_HD inline Constants constants(double s_tilde) {
@@ -29,7 +33,35 @@ QATTN_HD inline Constants constants(double s_tilde) {
   c.i0 = static_cast<std::int64_t>(1.0 / s_tilde + 0.5);
   if (c.i0 < 1) c.i0 = 1;
   c.m = static_cast<std::int64_t>(127.0 * 32768.0 / static_cast<double>(c.i0) + 0.5);
+  c.exp_m = -static_cast<std::int64_t>(s_tilde * 65536.0 + 0.5);
+  c.req_m = static_cast<std::int64_t>(s_tilde * 127.0 * 65536.0 + 0.5);
+  c.m30 = static_cast<std::int64_t>(1073741824.0 / static_cast<double>(c.i0) + 0.5);
   return c;
+}
+
+// ---- the published kernel's integer steps (github EfficientCompLab/qflash at 46adca5) ----
+// The kernel computes in int32 and relies on GPU semantics: products wrap modulo 2^32, a shift by
+// 32 or more (PTX shr clamps the count) leaves only the sign, and int8 casts keep the low byte.
+
+QATTN_HD inline std::int32_t wrap32(std::int64_t v) { return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(v))); }
+QATTN_HD inline std::int32_t wrap8(std::int64_t v) { return static_cast<std::int8_t>(static_cast<std::uint8_t>(static_cast<std::uint64_t>(v))); }
+
+// 2^(x s~) for x <= 0 with q = (x exp_M) >> 16 (so q ~ floor(-x / I0) from a rounded reciprocal,
+// one off either way) and r = x + q I0 left wherever that puts it; value scale 1/I0.
+QATTN_HD inline std::int64_t shift_exp2_fixed16(std::int64_t x, const Constants& c) {
+  const std::int32_t q = wrap32(wrap32(x * c.exp_m)) >> 16;
+  const std::int32_t r = wrap32(x + static_cast<std::int64_t>(q) * c.i0);
+  const std::int32_t base = wrap32(static_cast<std::int64_t>(r >> 1) + c.i0);
+  if (static_cast<std::uint32_t>(q) >= 32u) return base < 0 ? -1 : 0;
+  return base >> q;
+}
+
+// P8 = (P req_M + 2^15) >> 16: rounds half up; the int8 store wraps (128 -> -128).
+QATTN_HD inline std::int64_t requantize_round16(std::int64_t p, const Constants& c) { return wrap8(wrap32(p * c.req_m + 32768) >> 16); }
+
+// ScaleRelease in int64 with the shift-30 reciprocal of I0, rounding half up, stored as int32.
+QATTN_HD inline std::int64_t scale_release_shift30(std::int64_t x, std::int64_t alpha, const Constants& c) {
+  return wrap32((x * alpha * c.m30 + (std::int64_t{1} << 29)) >> 30);
 }
 
 // 2^(x s~) for an integer x <= 0, with value scale 1/I0.

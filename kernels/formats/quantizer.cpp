@@ -43,6 +43,10 @@ void validate(const QuantSpec& s, int heads, int tokens, int dim) {
     throw std::invalid_argument("quant spec (" + fmt + "): static multiplier must be positive and finite, got " +
                                 std::to_string(s.multiplier));
   }
+  if (s.divide && format_of(s.quotient_format).kind == Kind::integer) {
+    throw std::invalid_argument(std::string("quant spec (") + fmt + "): quotient format '" + name_of(s.quotient_format) +
+                                "' is an integer format; expected fp32, fp16 or bf16");
+  }
   if (format_of(s.scale_format).kind == Kind::integer) {
     throw std::invalid_argument(std::string("quant spec (") + fmt + "): scale format '" + name_of(s.scale_format) +
                                 "' is an integer format; expected fp32, fp16, bf16, e8m0, e4m3, ...");
@@ -109,6 +113,18 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
     }
     q.scales[i] = static_cast<float>(stored);
     inv[i] = 1.0f / q.scales[i];
+  }
+  if (spec.divide) {
+    const Format qf = format_of(spec.quotient_format);
+    const double mx = max_finite(f);
+    for (int h = 0; h < x.heads; ++h)
+      for (int n = 0; n < x.tokens; ++n)
+        for (int c = 0; c < x.dim; ++c) {
+          const float quotient = x(h, n, c) / q.scales[q.scale_index(h, n, c)];
+          const double y = round_to(qf, quotient);
+          q.codes[x.index(h, n, c)] = encode(f, y > mx ? mx : (y < -mx ? -mx : y));
+        }
+    return q;
   }
   for (int h = 0; h < x.heads; ++h)
     for (int n = 0; n < x.tokens; ++n)

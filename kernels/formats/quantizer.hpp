@@ -35,6 +35,12 @@ struct QuantSpec {
   ScaleRule rule = ScaleRule::dynamic_absmax;
   double multiplier = 0;              // static rule: stored value is enc(x * multiplier)
   FormatId scale_format = FormatId::fp32;
+  // How a code is formed: by default encode(fp32(x * fp32(1/s))), a kernel's multiply by the
+  // reciprocal; with `divide`, encode(round(fp32(x) / s)) where the quotient is first rounded to
+  // quotient_format (torch dividing an fp16 tensor by an fp16 scale computes in fp32 and stores
+  // fp16: QFlash quantizes that way). Host only: the GPU preparation kernels multiply.
+  bool divide = false;
+  FormatId quotient_format = FormatId::fp32;
 };
 
 const char* name_of(Granularity g);

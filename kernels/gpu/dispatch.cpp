@@ -226,6 +226,7 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
 std::string integer_not_covered(const Problem& p, const Recipe& r) {
   // validate(r) holds the rest: int8 Q, K, V with tensor or head scales, P int8/127, exact sums.
   if (r.softmax == SoftmaxKind::float_online) return "the integer family runs QFlash's and I-ViT's integer softmaxes only";
+  if (!(r.qflash == QFlashVariant{})) return "the integer family runs the lab's QFlash constants and steps (qflash.* = lab), not the published kernel's";
   return wave_shape_not_covered(p.q.dim, r.tiles.block_k, r.softmax == SoftmaxKind::qflash_integer);
 }
 
@@ -254,6 +255,10 @@ IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r) {
 }
 
 std::string not_covered(const Problem& p, const Recipe& r) {
+  // Host-side numerics no family implements yet: refused for every family.
+  if (r.out != FormatId::fp32) return "every GPU family stores fp32 outputs; out=" + std::string(name_of(r.out)) + " is emulator-only";
+  for (const OperandQuant* o : {&r.q, &r.k, &r.p, &r.v})
+    if (!o->unit_scale && o->spec.divide) return "the GPU paths quantize by multiplying with the scale's reciprocal; /div (a division) is emulator-only";
   const std::string mma = mma_not_covered(p, r);
   if (mma.empty()) return "";
   const std::string decode = decode_not_covered(p, r);

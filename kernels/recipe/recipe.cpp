@@ -92,6 +92,12 @@ void validate(const Recipe& r) {
       bad("softmax", "an integer softmax runs without split-K, lazy rescale, smoothing or rotation");
     }
   }
+  if (r.softmax != SoftmaxKind::qflash_integer && !(r.qflash == QFlashVariant{})) {
+    bad("qflash", "the qflash.* keys choose QFlash's integer constants and steps: they need softmax=qflash");
+  }
+  if (r.out != FormatId::fp32 && r.out != FormatId::fp16 && r.out != FormatId::bf16) {
+    bad("out", std::string("'") + name_of(r.out) + "': expected fp32, fp16 or bf16 (the output format the kernel stores)");
+  }
 }
 
 }  // namespace qattn

@@ -63,6 +63,33 @@ struct Accumulator {
                                   // (floor log2 a + floor log2 b + 1); the chunk sum is kept to chunk_mantissa_bits
 };
 
+// QFlash's integer softmax is specified by its paper only up to constants; implementations differ
+// in them. `lab` in every field is the lab's reading (kernels/emulate/qflash.hpp); the other values
+// are what QFlash's published Triton kernel does (github EfficientCompLab/qflash at 46adca5,
+// qflash/kernel.py, default settings; docs/peers/qflash-46adca5.md).
+struct QFlashVariant {
+  // Constants: lab = I0 from s~ with the exact log2 e, rounded half up; kernel = s_Q s_K rounded to
+  // fp16 (torch's half product), times softmax_scale x 1.44269504, I0 and the multipliers rounded
+  // half to even (Python round).
+  enum class Constants : std::uint8_t { lab, kernel } constants = Constants::lab;
+  // exp2's integer part q: lab = the exact (-x) / I0; fixed16 = (x * exp_M) >> 16 in int32 with
+  // exp_M = round(-s~ 2^16), the remainder unconstrained, a shift of 32 or more giving the sign.
+  enum class Exp : std::uint8_t { lab, fixed16 } exp = Exp::lab;
+  // P8: lab = (P * round(127 2^15 / I0)) >> 15, truncating; round16 = (P * round(s~ 127 2^16) + 2^15) >> 16,
+  // rounding half up, kept to int8 with wraparound.
+  enum class Requant : std::uint8_t { lab, round16 } requant = Requant::lab;
+  // Rescaling by alpha: lab = (x alpha) / I0 truncating; shift30 = (x alpha round(2^30 / I0) + 2^29) >> 30 in int64.
+  enum class Release : std::uint8_t { lab, shift30 } release = Release::lab;
+  // Start values: lab = m = -2^21, l = 0; kernel = m = -2^20, l = 1.
+  enum class Start : std::uint8_t { lab, kernel } start = Start::lab;
+  // Keys past N in the last key tile: lab = skipped; pad = scored -2^20 against V = 0, their P8 summed into l.
+  enum class Tail : std::uint8_t { lab, pad } tail = Tail::lab;
+  // Output integer: lab = floor(O / l) (0 when l = 0); trunc32 = trunc(fp32(O) / fp32(l)) kept to int8 with
+  // wraparound. (The kernel's GPU divides approximately: the last place can differ, counted by the proof.)
+  enum class Division : std::uint8_t { lab, trunc32 } division = Division::lab;
+  bool operator==(const QFlashVariant&) const = default;
+};
+
 struct Tiles {
   int block_q = 64;  // Br
   int block_k = 64;  // Bc
@@ -81,6 +108,8 @@ struct Recipe {
   Tiles tiles;
   int split_k = 1;             // key splits merged by online softmax (decode)
   double lazy_rescale_tau = 0; // skip rescaling while the running max grows by less than tau (log2 units); 0 = always rescale
+  QFlashVariant qflash;        // softmax = qflash_integer only
+  FormatId out = FormatId::fp32;  // the output as the kernel stores it: fp32, or rounded to fp16 / bf16
 };
 
 // Throws std::invalid_argument naming the field ("p.granularity", "pv_acc.chunk", ...) and why.

@@ -10,7 +10,7 @@ h5py (the documented schema, by a writer that is not the lab's) and scored by `q
 float64 and against the recipe named by --recipe; when the Python package imports, the same is done
 through qattn.score(fn, ...) and the two reports must agree to the last digit.
 
-Usage: score_sageattention.py --peer SITE --qattn BUILD/harness/qattn --out DIR [--recipe LINE]
+Usage: score_sageattention.py --peer SITE [--qattn BUILD/harness/qattn] --out DIR [--recipe LINE]
 """
 import argparse
 import json
@@ -70,14 +70,14 @@ def run_on_dump(fn, dump, layers, out_h5, recipe):
             g = src["layers"][name]
             q, k, v = (torch.from_numpy(np.asarray(g[x]).astype(np.float16)).cuda()[None] for x in ("q", "k", "v"))
             o = fn(q, k, v, causal=bool(g.attrs["causal"]), window=int(g.attrs["sliding_window"]), softmax_scale=float(g.attrs["softmax_scale"]))
-            dst.create_dataset(f"layers/{name}/o", data=o[0].float().cpu().numpy())
+            dst.create_dataset(f"layers/{name}/o", data=o[0].cpu().numpy())  # as the kernel returns it (fp16)
     os.replace(out_h5 + ".tmp", out_h5)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", required=True, help="folder holding the sageattention package")
-    ap.add_argument("--qattn", required=True, help="the qattn executable")
+    ap.add_argument("--qattn", help="the qattn executable (omitted: only write the inputs and SageAttention's outputs)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--recipe", default=NEAREST)
     ap.add_argument("--dump", default=os.path.join(os.path.dirname(__file__), "..", "..", "datasets", "smollm2-135m-2k.h5"))
@@ -97,6 +97,9 @@ def main():
     for label, dump, layers in cases:
         out_h5 = os.path.join(a.out, label.replace(" ", "_").replace("=", "") + "-outputs.h5")
         run_on_dump(fn, dump, layers, out_h5, a.recipe)
+        print(f"{label}: wrote {out_h5}")
+        if not a.qattn:
+            continue
         report = out_h5[:-3] + "-report"
         subprocess.run([a.qattn, "score", dump, out_h5, "--output", report, "--force", "--quiet"], check=True)
         rows = [json.loads(line) for line in open(os.path.join(report, "results.jsonl"))]
@@ -105,6 +108,8 @@ def main():
             mean = lambda key: sum(float(r[key]) for r in sel) / len(sel)  # noqa: E731
             table.append((label, layer, mean("sqnr_db"), mean("recipe_sqnr_db"), mean("kernel_vs_recipe_sqnr_db"),
                           min(float(r["kernel_vs_recipe_sqnr_db"]) for r in sel)))
+    if not a.qattn:
+        return
     try:
         import qattn
 
