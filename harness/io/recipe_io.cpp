@@ -83,6 +83,8 @@ constexpr std::pair<const char*, QFlashVariant::Release> kQfRelease[] = {{"lab",
 constexpr std::pair<const char*, QFlashVariant::Start> kQfStart[] = {{"lab", QFlashVariant::Start::lab}, {"kernel", QFlashVariant::Start::kernel}};
 constexpr std::pair<const char*, QFlashVariant::Tail> kQfTail[] = {{"lab", QFlashVariant::Tail::lab}, {"pad", QFlashVariant::Tail::pad}};
 constexpr std::pair<const char*, QFlashVariant::Division> kQfDiv[] = {{"lab", QFlashVariant::Division::lab}, {"trunc32", QFlashVariant::Division::trunc32}};
+constexpr std::pair<const char*, bool> kQkScale[] = {{"joint", false}, {"sequential", true}};
+constexpr std::pair<const char*, bool> kPad[] = {{"none", false}, {"zero", true}};
 constexpr std::pair<const char*, bool> kBool[] = {{"0", false}, {"1", true}, {"false", false}, {"true", true}};
 
 std::string acc_to_string(const Accumulator& a) {
@@ -103,6 +105,7 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
   Accumulator a;
   if (s == "h200_hmma") return h200_hmma_accumulator();  // measured presets (kernels/emulate/accumulator.hpp)
   if (s == "h200_e4m3_mma") return h200_e4m3_mma_accumulator();
+  if (s == "h200_wgmma_f16") return h200_wgmma_f16_accumulator();
   if (s == "exact") a.kind = Accumulator::Kind::exact;
   else if (s == "fp32") a.kind = Accumulator::Kind::fp32;
   else if (s == "fp16") a.kind = Accumulator::Kind::fp16;
@@ -123,7 +126,7 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
       else bad(what, "unknown mma key '" + k + "'; expected chunk, align, chunk_bits, chunk_round, acc_bits, add_round, flush, fused");
     }
   } else {
-    bad(what, "'" + s + "': expected exact, fp32, fp16, h200_hmma, h200_e4m3_mma or "
+    bad(what, "'" + s + "': expected exact, fp32, fp16, h200_hmma, h200_e4m3_mma, h200_wgmma_f16 or "
               "mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..,fused=0|1)");
   }
   return a;
@@ -132,13 +135,18 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
 // The keys of both forms, in canonical order.
 const char* const kKeys[] = {"q", "k", "p", "v", "ksmooth", "ksmooth_block", "qsmooth", "vsmooth", "rotation", "softmax",
                              "denominator", "acc.qk", "acc.pv", "tiles", "split", "tau", "qflash.consts", "qflash.exp",
-                             "qflash.requant", "qflash.release", "qflash.start", "qflash.tail", "qflash.div", "out"};
+                             "qflash.requant", "qflash.release", "qflash.start", "qflash.tail", "qflash.div", "ksmooth.format",
+                             "qprescale", "qkscale", "pad", "out"};
 
 // Keys the canonical forms write only where they apply: the qflash.* keys with softmax=qflash,
 // `out` when it is not fp32 (so recipes without them read as they always did).
 bool key_applies(const Recipe& r, const std::string& key) {
   if (key.rfind("qflash.", 0) == 0) return r.softmax == SoftmaxKind::qflash_integer;
   if (key == "out") return r.out != FormatId::fp32;
+  if (key == "ksmooth.format") return r.k_smoothing_format != FormatId::fp32;
+  if (key == "qprescale") return r.q_prescale;
+  if (key == "qkscale") return r.qk_scale_sequential;
+  if (key == "pad") return r.pad_keys_zero;
   return true;
 }
 
@@ -171,6 +179,10 @@ void set_key(Recipe& r, const std::string& key, const std::string& value, const 
   else if (key == "qflash.tail") r.qflash.tail = parse_enum(value, what, kQfTail);
   else if (key == "qflash.div") r.qflash.division = parse_enum(value, what, kQfDiv);
   else if (key == "out") r.out = parse_format(value, what);
+  else if (key == "ksmooth.format") r.k_smoothing_format = parse_format(value, what);
+  else if (key == "qprescale") r.q_prescale = parse_enum(value, what, kBool);
+  else if (key == "qkscale") r.qk_scale_sequential = parse_enum(value, what, kQkScale);
+  else if (key == "pad") r.pad_keys_zero = parse_enum(value, what, kPad);
   else {
     std::string known;
     for (const char* k : kKeys) known += (known.empty() ? "" : ", ") + std::string(k);
@@ -203,6 +215,10 @@ std::string get_key(const Recipe& r, const std::string& key) {
   if (key == "qflash.tail") return enum_name(r.qflash.tail, kQfTail);
   if (key == "qflash.div") return enum_name(r.qflash.division, kQfDiv);
   if (key == "out") return name_of(r.out);
+  if (key == "ksmooth.format") return name_of(r.k_smoothing_format);
+  if (key == "qprescale") return r.q_prescale ? "1" : "0";
+  if (key == "qkscale") return enum_name(r.qk_scale_sequential, kQkScale);
+  if (key == "pad") return enum_name(r.pad_keys_zero, kPad);
   return "";
 }
 
@@ -227,6 +243,12 @@ const std::vector<RecipePreset>& recipe_presets() {
        "github EfficientCompLab/qflash, commit 46adca5, qflash/kernel.py (qflash_forward, unmasked kernel, default settings)",
        "fp16 inputs of one batch (its per-tensor scale is int8/tensor), not causal; the kernel's approximate fp32 division "
        "can put an output one int8 level lower"},
+      {"sageattn-1.0.6",
+       "q=int8/block:128/amax:mul/round:away k=int8/block:64/amax:mul/round:away ksmooth=global ksmooth.format=fp16 qprescale=1 "
+       "qkscale=sequential acc.qk=exact p=fp16 v=fp16 denominator=float tiles=128x64 acc.pv=h200_wgmma_f16 pad=zero out=fp16",
+       "PyPI sageattention==1.0.6 (sageattention/core.py, quant_per_block.py, attn_qk_int8_per_block.py and _causal.py), on the H200 with Triton 3.6",
+       "fp16 inputs, head dims 64 and 128; not modelled: the GPU's approximate reciprocal in the quantizer and the final division, "
+       "its approximate exp2, fused multiply-adds, and the row sums' tree order"},
       {"qflash-lab", "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash acc.qk=exact acc.pv=exact",
        "the QFlash paper's algorithm with the lab's constants (kernels/emulate/qflash.hpp)",
        "the lab's reading of the paper, before its kernel was public; the GPU family flash_integer runs it"},
@@ -245,6 +267,8 @@ std::string operand_to_string(const OperandQuant& o) {
   }
   if (o.spec.scale_format != FormatId::fp32) s += std::string("/scale:") + name_of(o.spec.scale_format);
   if (o.spec.divide) s += std::string("/div:") + name_of(o.spec.quotient_format);
+  if (o.spec.amax_mul) s += "/amax:mul";
+  if (o.spec.half_away) s += "/round:away";
   return s;
 }
 
@@ -270,6 +294,12 @@ OperandQuant operand_from_string(const std::string& s, const std::string& what) 
       have_rule = true;
     } else if (head == "scale") {
       o.spec.scale_format = parse_format(arg, what + " scale");
+    } else if (head == "amax") {
+      if (arg != "mul") bad(what, "'" + s + "': amax takes 'mul' (the scale as absmax x fp32(1/max))");
+      o.spec.amax_mul = true;
+    } else if (head == "round") {
+      if (arg != "away") bad(what, "'" + s + "': round takes 'away' (ties away from zero by an fp32 add of 0.5, then truncation)");
+      o.spec.half_away = true;
     } else if (head == "div") {
       o.spec.divide = true;
       o.spec.quotient_format = arg.empty() ? FormatId::fp32 : parse_format(arg, what + " div");
@@ -380,10 +410,13 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
       }
       if (value.contains("scale_format")) text += "/scale:" + value["scale_format"].get<std::string>();
       if (value.contains("divide")) text += "/div:" + value["divide"].get<std::string>();
+      if (value.value("amax_mul", false)) text += "/amax:mul";
+      if (value.value("round_away", false)) text += "/round:away";
       for (const auto& [k2, v2] : value.items()) {
         (void)v2;
-        if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "scale_format" && k2 != "divide") {
-          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, static, scale_format, divide");
+        if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "scale_format" && k2 != "divide" &&
+            k2 != "amax_mul" && k2 != "round_away") {
+          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, static, scale_format, divide, amax_mul, round_away");
         }
       }
     } else {

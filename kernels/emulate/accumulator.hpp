@@ -172,5 +172,17 @@ QATTN_HD inline Accumulator h200_e4m3_mma_accumulator() {
   return a;
 }
 
+// The H200's fp16-accumulating wgmma as Triton 3.6 issues it for SageAttention 1's P V
+// (tl.dot(..., out_dtype=float16), measured: 100% of 65,536 outputs): per 16-key step C and the
+// products aligned to the largest factor exponent, 26 bits kept truncating, the sum rounded to
+// nearest even at fp16's 10 bits; the fp16 partial restarts every 64-key tile (four steps) and is
+// added into fp32.
+QATTN_HD inline Accumulator h200_wgmma_f16_accumulator() {
+  Accumulator a = h200_hmma_accumulator();
+  a.chunk_mantissa_bits = 10;
+  a.chunk_rounding = Rounding::nearest_even;
+  a.flush_every = 4;
+  return a;
+}
 
 }  // namespace qattn

@@ -54,8 +54,10 @@ void hadamard_rows(TensorF& t) {
 namespace {
 
 // Channel means of blocks of `block` consecutive rows, subtracted (float64 sums in row order, mean
-// rounded to fp32, fp32 subtraction); returns them [heads][blocks][dim].
-std::vector<float> subtract_block_means(TensorF& t, int block) {
+// rounded to fp32, fp32 subtraction); returns them [heads][blocks][dim]. With a 16-bit `format`
+// the mean is fp32(sum) * fp32(1/count) rounded to it and K - mean is stored in it, as torch's
+// mean and in-place subtraction on an fp16 tensor compute them.
+std::vector<float> subtract_block_means(TensorF& t, int block, FormatId format = FormatId::fp32) {
   const int d = t.dim, blocks = (t.tokens + block - 1) / block;
   std::vector<float> means(static_cast<std::size_t>(t.heads) * blocks * d, 0.0f);
   std::vector<double> acc(d);
@@ -66,9 +68,17 @@ std::vector<float> subtract_block_means(TensorF& t, int block) {
       for (int i = i0; i < i1; ++i)
         for (int c = 0; c < d; ++c) acc[c] += t(h, i, c);
       float* mu = &means[(static_cast<std::size_t>(h) * blocks + b) * d];
-      for (int c = 0; c < d; ++c) mu[c] = static_cast<float>(acc[c] / (i1 - i0));
-      for (int i = i0; i < i1; ++i)
-        for (int c = 0; c < d; ++c) t(h, i, c) -= mu[c];
+      if (format == FormatId::fp32) {
+        for (int c = 0; c < d; ++c) mu[c] = static_cast<float>(acc[c] / (i1 - i0));
+        for (int i = i0; i < i1; ++i)
+          for (int c = 0; c < d; ++c) t(h, i, c) -= mu[c];
+      } else {
+        const Format f = format_of(format);
+        const float inv = 1.0f / static_cast<float>(i1 - i0);
+        for (int c = 0; c < d; ++c) mu[c] = static_cast<float>(round_to(f, static_cast<float>(acc[c]) * inv));
+        for (int i = i0; i < i1; ++i)
+          for (int c = 0; c < d; ++c) t(h, i, c) = static_cast<float>(round_to(f, t(h, i, c) - mu[c]));
+      }
     }
   return means;
 }
@@ -82,10 +92,10 @@ std::vector<float> smooth_k(TensorF& k, const Recipe& r) {
   std::vector<double> acc(d);
   switch (r.k_smoothing) {
     case KSmoothing::none: break;
-    case KSmoothing::global_mean: subtract_block_means(k, n); break;
+    case KSmoothing::global_mean: subtract_block_means(k, n, r.k_smoothing_format); break;
     case KSmoothing::block_mean:
     case KSmoothing::block_mean_corrected:
-      block_means = subtract_block_means(k, r.k_smoothing_block > 0 ? r.k_smoothing_block : r.tiles.block_k);
+      block_means = subtract_block_means(k, r.k_smoothing_block > 0 ? r.k_smoothing_block : r.tiles.block_k, r.k_smoothing_format);
       break;
     case KSmoothing::running_mean:
       // Key j is shifted by the mean of the keys before it (a decode cache's mean lags one token).
@@ -177,6 +187,12 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
     pr.q_block_means = smooth_q(q, r.tiles.block_q);
     pr.k_float = k;
   }
+  if (r.q_prescale) {
+    // SageAttention: Q times the softmax scale in log2 units before its absmax, the factor formed in
+    // double and passed to the kernel as fp32.
+    const float c = static_cast<float>(p.scale() * 1.44269504);
+    for (float& x : q.data) x *= c;
+  }
   TensorF v = p.v;
   if (r.v_smoothing) pr.v_means = smooth_v(v);  // added back as mean * sum(P) / l
   pr.q = prepare(q, r.q);
@@ -217,7 +233,7 @@ class Scorer {
       const float* sa = &pr_.q.scales[(static_cast<std::size_t>(h) * p_.q.tokens + i) * g];
       const float* sb = &pr_.k.scales[(static_cast<std::size_t>(kh) * p_.k.tokens + j) * g];
       if (g == 1) {
-        s = static_cast<float>(int_dot(a, b, d)) * (sa[0] * sb[0]);
+        s = r_.qk_scale_sequential ? static_cast<float>(int_dot(a, b, d)) * sa[0] * sb[0] : static_cast<float>(int_dot(a, b, d)) * (sa[0] * sb[0]);
       } else {
         s = 0;  // llama.cpp-style blocks: one int dot per group, scaled and summed in fp32
         for (int gi = 0; gi < g; ++gi) s += static_cast<float>(int_dot(a + gi * gs, b + gi * gs, gs)) * (sa[gi] * sb[gi]);
@@ -287,7 +303,7 @@ class RowEmulator {
   RowEmulator(const Problem& p, const Recipe& r, const Prepared& pr, const Scorer& scorer)
       : p_(p), r_(r), pr_(pr), scorer_(scorer), pv_(r.pv_acc), pf_(format_of(r.p.spec.format)),
         p_mult_(r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier)),
-        c_(static_cast<float>(p.scale()) * kLog2e),  // fp32, as a kernel holds it
+        c_(r.q_prescale ? 1.0f : static_cast<float>(p.scale()) * kLog2e),  // fp32, as a kernel holds it (1: Q carries it)
         rounder_(pf_.bits <= 16 && pf_.specials != Specials::e8m0 ? std::optional<NonNegativeRounder>(pf_) : std::nullopt) {}
 
   struct Split {
@@ -331,6 +347,8 @@ class RowEmulator {
     const int spi = (t - row.t0) / row.per_split;
     Split& sp = row.splits[spi];
     const int j0 = t * bc, j1 = std::min(n, j0 + bc), w = j1 - j0;
+    // pad=zero: the keys past N of a partial last tile score 0 against V = 0 (they enter m and l).
+    const int wt = r_.pad_keys_zero && !p_.causal ? std::max(w, std::min(bc, (n + bc - 1) / bc * bc - j0)) : w;
     s_.resize(bc);
     pq_.resize(bc);
     float tile_max = kNegInf;
@@ -341,6 +359,7 @@ class RowEmulator {
       s_[jj] = all_visible || p_.visible(row.i, j) ? scorer_.score(row.h, kh, row.i, j, terms_, exps_) * c_ : kNegInf;
       tile_max = std::max(tile_max, s_[jj]);
     }
+    for (int jj = w; jj < wt; ++jj) tile_max = std::max(tile_max, 0.0f);
     float m_new = std::max(sp.m, tile_max);
     // Lazy rescale (FlashAttention-4): keep the old max while it grew by at most tau.
     if (r_.lazy_rescale_tau > 0 && sp.m != kNegInf && m_new - sp.m <= static_cast<float>(r_.lazy_rescale_tau)) m_new = sp.m;
@@ -358,6 +377,11 @@ class RowEmulator {
         row.split_of_key[j0 + jj] = spi;
         row.weights[j0 + jj] = pq_[jj];
       }
+    }
+    for (int jj = w; jj < wt; ++jj) {  // padded keys: P of a zero score; V = 0, so only l sees them
+      const float pv_float = exp2_rn(0.0f - m_new);
+      const float pq = rounder_ ? rounder_->round(pv_float * p_mult_) : static_cast<float>(decode(pf_, quantize(pf_, pv_float, p_mult_)));
+      row_sum += r_.denominator == Denominator::quantized_p ? pq : pv_float;
     }
     sp.l = alpha * sp.l + row_sum;
     sp.lp = alpha * sp.lp + pq_sum;

@@ -43,6 +43,10 @@ void validate(const QuantSpec& s, int heads, int tokens, int dim) {
     throw std::invalid_argument("quant spec (" + fmt + "): static multiplier must be positive and finite, got " +
                                 std::to_string(s.multiplier));
   }
+  if (s.half_away && (s.divide || format_of(s.format).kind != Kind::integer)) {
+    throw std::invalid_argument(std::string("quant spec (") + fmt + "): round:away rounds integer codes from the reciprocal's product; "
+                                "expected an integer format without /div");
+  }
   if (s.divide && format_of(s.quotient_format).kind == Kind::integer) {
     throw std::invalid_argument(std::string("quant spec (") + fmt + "): quotient format '" + name_of(s.quotient_format) +
                                 "' is an integer format; expected fp32, fp16 or bf16");
@@ -104,7 +108,8 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
   std::vector<float> inv(ns);
   for (std::size_t i = 0; i < ns; ++i) {
     double s = spec.rule == ScaleRule::static_multiplier ? 1.0 / spec.multiplier
-                                                         : static_cast<double>(absmax[i]) / max_finite(f);
+               : spec.amax_mul ? static_cast<double>(absmax[i] * static_cast<float>(1.0 / max_finite(f)))
+                               : static_cast<double>(absmax[i]) / max_finite(f);
     if (s == 0) s = 1;
     const double stored = round_to(sf, static_cast<double>(static_cast<float>(s)));
     if (!(stored > 0) || !std::isfinite(stored)) {
@@ -123,6 +128,17 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
           const float quotient = x(h, n, c) / q.scales[q.scale_index(h, n, c)];
           const double y = round_to(qf, quotient);
           q.codes[x.index(h, n, c)] = encode(f, y > mx ? mx : (y < -mx ? -mx : y));
+        }
+    return q;
+  }
+  if (spec.half_away) {
+    const double mx = max_finite(f);
+    for (int h = 0; h < x.heads; ++h)
+      for (int n = 0; n < x.tokens; ++n)
+        for (int c = 0; c < x.dim; ++c) {
+          const float y = x(h, n, c) * inv[q.scale_index(h, n, c)];
+          const float t = std::trunc(y + (y >= 0 ? 0.5f : -0.5f));
+          q.codes[x.index(h, n, c)] = encode(f, t > mx ? mx : (t < -mx ? -mx : static_cast<double>(t)));
         }
     return q;
   }

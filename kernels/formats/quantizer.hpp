@@ -41,6 +41,12 @@ struct QuantSpec {
   // fp16: QFlash quantizes that way). Host only: the GPU preparation kernels multiply.
   bool divide = false;
   FormatId quotient_format = FormatId::fp32;
+  // Two more rules of kernels that quantize in their own way (SageAttention 1's Triton quantizer):
+  // amax_mul: s = fp32(absmax * fp32(1 / max_finite)) instead of the correctly rounded absmax / max;
+  // half_away: code = trunc(fp32(fp32(x * fp32(1/s)) + copysign(0.5, .))), ties away from zero, as an
+  // fp32 add of 0.5 and a truncating convert compute it (a quotient of 0.5 - 2^-25 becomes 1).
+  bool amax_mul = false;
+  bool half_away = false;
 };
 
 const char* name_of(Granularity g);

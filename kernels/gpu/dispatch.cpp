@@ -257,8 +257,13 @@ IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r) {
 std::string not_covered(const Problem& p, const Recipe& r) {
   // Host-side numerics no family implements yet: refused for every family.
   if (r.out != FormatId::fp32) return "every GPU family stores fp32 outputs; out=" + std::string(name_of(r.out)) + " is emulator-only";
-  for (const OperandQuant* o : {&r.q, &r.k, &r.p, &r.v})
+  for (const OperandQuant* o : {&r.q, &r.k, &r.p, &r.v}) {
     if (!o->unit_scale && o->spec.divide) return "the GPU paths quantize by multiplying with the scale's reciprocal; /div (a division) is emulator-only";
+    if (!o->unit_scale && (o->spec.amax_mul || o->spec.half_away)) return "the GPU paths quantize with the lab's rule; /amax:mul and /round:away are emulator-only";
+  }
+  if (r.k_smoothing_format != FormatId::fp32 || r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) {
+    return "ksmooth.format, qprescale, qkscale and pad (SageAttention 1's choices) are emulator-only";
+  }
   const std::string mma = mma_not_covered(p, r);
   if (mma.empty()) return "";
   const std::string decode = decode_not_covered(p, r);

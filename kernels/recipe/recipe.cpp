@@ -95,6 +95,22 @@ void validate(const Recipe& r) {
   if (r.softmax != SoftmaxKind::qflash_integer && !(r.qflash == QFlashVariant{})) {
     bad("qflash", "the qflash.* keys choose QFlash's integer constants and steps: they need softmax=qflash");
   }
+  for (const auto& [o, name] : {std::pair{&r.q, "q"}, std::pair{&r.k, "k"}, std::pair{&r.p, "p"}, std::pair{&r.v, "v"}}) {
+    if (o->unit_scale) continue;
+    if (o->spec.half_away && (o->spec.divide || format_of(o->spec.format).kind != Kind::integer)) {
+      bad(name, "round:away rounds integer codes from the reciprocal's product; expected an integer format without /div");
+    }
+    if (o->spec.divide && format_of(o->spec.quotient_format).kind == Kind::integer) bad(name, "the /div quotient format must be a float format (fp32, fp16, bf16)");
+  }
+  if (r.k_smoothing_format != FormatId::fp32 && r.k_smoothing_format != FormatId::fp16 && r.k_smoothing_format != FormatId::bf16) {
+    bad("ksmooth.format", std::string("'") + name_of(r.k_smoothing_format) + "': expected fp32, fp16 or bf16");
+  }
+  if (r.k_smoothing_format != FormatId::fp32 && r.k_smoothing != KSmoothing::global_mean && r.k_smoothing != KSmoothing::block_mean) {
+    bad("ksmooth.format", "a K-mean format needs ksmooth=global or ksmooth=block");
+  }
+  if ((r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) && r.softmax != SoftmaxKind::float_online) {
+    bad("qprescale/qkscale/pad", "these are float-softmax choices: they need softmax=float");
+  }
   if (r.out != FormatId::fp32 && r.out != FormatId::fp16 && r.out != FormatId::bf16) {
     bad("out", std::string("'") + name_of(r.out) + "': expected fp32, fp16 or bf16 (the output format the kernel stores)");
   }

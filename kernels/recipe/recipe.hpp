@@ -109,6 +109,12 @@ struct Recipe {
   int split_k = 1;             // key splits merged by online softmax (decode)
   double lazy_rescale_tau = 0; // skip rescaling while the running max grows by less than tau (log2 units); 0 = always rescale
   QFlashVariant qflash;        // softmax = qflash_integer only
+  // SageAttention 1's float-path choices (sageattention 1.0.6, quant_per_block.py and
+  // attn_qk_int8_per_block*.py; docs/peers/sageattention-1.0.6.md):
+  FormatId k_smoothing_format = FormatId::fp32;  // K's mean rounded to, and K - mean stored in, this format (fp16: torch on an fp16 K)
+  bool q_prescale = false;     // Q multiplied by fp32(softmax_scale x 1.44269504) before quantization; scores are then log2 units
+  bool qk_scale_sequential = false;  // integer QK^T: (S sq) sk in two fp32 multiplies instead of S fp32(sq sk)
+  bool pad_keys_zero = false;  // keys past N in the last tile score 0 (a masked load reads 0) against V = 0 (not causal)
   FormatId out = FormatId::fp32;  // the output as the kernel stores it: fp32, or rounded to fp16 / bf16
 };
 

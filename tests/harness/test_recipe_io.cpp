@@ -102,7 +102,7 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("qq=int8/token"), "unknown key 'qq'; expected one of: q, k, p, v"));
   CHECK(has(parse_error("q=int8/token q=int8/tensor"), "key 'q' given twice"));
   CHECK(has(parse_error("acc.pv=mma(chunk=32,bits=3)"), "unknown mma key 'bits'"));
-  CHECK(has(parse_error("acc.pv=fp64"), "'fp64': expected exact, fp32, fp16, h200_hmma, h200_e4m3_mma or mma("));
+  CHECK(has(parse_error("acc.pv=fp64"), "'fp64': expected exact, fp32, fp16, h200_hmma, h200_e4m3_mma, h200_wgmma_f16 or mma("));
   CHECK(has(parse_error("tiles=64"), "'64': expected BRxBC"));
   CHECK(has(parse_error("split=two"), "'two' is not a number"));
   CHECK(has(parse_error("ksmooth=always"), "unknown value 'always'; expected one of: none, global, block, block_corrected, running"));
@@ -116,4 +116,56 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
             "x.json: key 'split': expected a string, number or boolean"));
   CHECK(has(error_text([&] { (void)recipe_from_json(nlohmann::json::parse(R"({"q": "int8/token"})"), "x.json"); }),
             "x.json: recipe field 'q.format/k.format'"));
+}
+
+TEST_CASE("presets and the real kernels' knobs round-trip through both forms", "[recipe]") {
+  for (const RecipePreset& p : recipe_presets()) {
+    INFO(p.name);
+    const Recipe r = recipe_from_string(std::string("preset=") + p.name);
+    CHECK(to_string(recipe_from_string(to_string(r))) == to_string(r));
+    CHECK(to_string(recipe_from_json(to_json(r))) == to_string(r));
+    CHECK(to_string(recipe_from_string(p.line)) == to_string(r));  // the preset is its line
+    CHECK(std::string(p.source).size() > 10);
+  }
+  const Recipe q = recipe_from_string("preset=qflash-46adca5 tiles=32x64");
+  CHECK(q.tiles.block_k == 64);  // later keys override the preset
+  CHECK(q.qflash.exp == QFlashVariant::Exp::fixed16);
+  CHECK(q.qflash.requant == QFlashVariant::Requant::round16);
+  CHECK(q.qflash.release == QFlashVariant::Release::shift30);
+  CHECK(q.qflash.start == QFlashVariant::Start::kernel);
+  CHECK(q.qflash.tail == QFlashVariant::Tail::pad);
+  CHECK(q.qflash.division == QFlashVariant::Division::trunc32);
+  CHECK(q.qflash.constants == QFlashVariant::Constants::kernel);
+  CHECK(q.q.spec.divide);
+  CHECK(q.q.spec.quotient_format == FormatId::fp16);
+  CHECK(q.out == FormatId::fp16);
+  const Recipe s = recipe_from_string("preset=sageattn-1.0.6");
+  CHECK(s.q.spec.amax_mul);
+  CHECK(s.k.spec.half_away);
+  CHECK(s.q_prescale);
+  CHECK(s.qk_scale_sequential);
+  CHECK(s.pad_keys_zero);
+  CHECK(s.k_smoothing_format == FormatId::fp16);
+  CHECK(s.pv_acc.chunk_mantissa_bits == 10);
+  CHECK(s.pv_acc.flush_every == 4);
+  // JSON operand objects carry the same rules.
+  const Recipe j = recipe_from_json(nlohmann::json::parse(
+      R"({"q": {"format": "int8", "granularity": "block", "block": 128, "amax_mul": true, "round_away": true},
+          "k": {"format": "int8", "granularity": "tensor", "scale_format": "fp16", "divide": "fp16"}, "acc.qk": "exact"})"));
+  CHECK(operand_to_string(j.q) == "int8/block:128/amax:mul/round:away");
+  CHECK(operand_to_string(j.k) == "int8/tensor/scale:fp16/div:fp16");
+  // Keys appear in the canonical line only where they apply.
+  CHECK(to_string(recipe_from_string("q=bf16")).find("qflash.") == std::string::npos);
+  CHECK(to_string(recipe_from_string("q=bf16")).find("out=") == std::string::npos);
+}
+
+TEST_CASE("the real kernels' knobs reject what they cannot mean", "[recipe]") {
+  CHECK(has(parse_error("preset=nope"), "unknown preset 'nope'; expected one of: qflash-46adca5"));
+  CHECK(has(parse_error("preset=qflash-lab preset=qflash-lab"), "key 'preset' given twice"));
+  CHECK(has(parse_error("qflash.requant=round16"), "need softmax=qflash"));
+  CHECK(has(parse_error("out=int8"), "expected fp32, fp16 or bf16"));
+  CHECK(has(parse_error("ksmooth.format=fp16"), "needs ksmooth=global or ksmooth=block"));
+  CHECK(has(parse_error("q=int8/token/round:near acc.qk=exact"), "round takes 'away'"));
+  CHECK(has(parse_error("q=e4m3/token/round:away"), "round:away rounds integer codes"));
+  CHECK(has(parse_error("preset=qflash-46adca5 qprescale=1"), "need softmax=float"));
 }
