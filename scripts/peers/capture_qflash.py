@@ -18,14 +18,18 @@ import h5py
 import numpy as np
 import torch
 
-CASES = [  # (name, H, N, d, distribution, seed)
-    ("u-h3-n197-d64", 3, 197, 64, "uniform", 11),
-    ("u-h6-n197-d64", 6, 197, 64, "uniform", 12),
-    ("u-h4-n49-d32", 4, 49, 32, "uniform", 13),
-    ("u-h2-n256-d64", 2, 256, 64, "uniform", 14),
+CASES = [  # (name, H, N, d, distribution, seed): uniform [-A, A) as "uniform:A"
+    ("u-h3-n197-d64", 3, 197, 64, "uniform:4", 11),
+    ("u-h6-n197-d64", 6, 197, 64, "uniform:4", 12),
+    ("u-h4-n49-d32", 4, 49, 32, "uniform:4", 13),
+    ("u-h2-n256-d64", 2, 256, 64, "uniform:4", 14),
     ("n-h4-n300-d128", 4, 300, 128, "normal", 15),
     ("n-h2-n130-d256", 2, 130, 256, "normal", 16),
-    ("u-h2-n1000-d128", 2, 1000, 128, "uniform", 17),
+    ("u-h2-n1000-d128", 2, 1000, 128, "uniform:4", 17),
+    # Large activations: I0 of about 620 and 56, where the kernel's start values, padded tail and
+    # int32/int8 wraparounds come into play.
+    ("u12-h2-n77-d128", 2, 77, 128, "uniform:12", 18),
+    ("u40-h2-n100-d64", 2, 100, 64, "uniform:40", 19),
 ]
 
 
@@ -62,8 +66,9 @@ def main():
     for name, h, n, d, dist, seed in CASES:
         g = torch.Generator(device="cuda").manual_seed(seed)
         shape = (3, 1, h, n, d)
-        if dist == "uniform":
-            x = torch.rand(shape, generator=g, device="cuda", dtype=torch.float16) * 8 - 4
+        if dist.startswith("uniform:"):
+            a = float(dist.split(":")[1])
+            x = torch.rand(shape, generator=g, device="cuda", dtype=torch.float16) * (2 * a) - a
         else:
             x = torch.randn(shape, generator=g, device="cuda", dtype=torch.float16)
         q, k, v = x[0].contiguous(), x[1].contiguous(), x[2].contiguous()

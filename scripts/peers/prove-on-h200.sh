@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The peer proofs on the H200 machine, in one call: builds qattn (CPU build and the Python package),
+# then runs QFlash's published kernel (peers/qflash/kernel.py: github EfficientCompLab/qflash at
+# 46adca5) and SageAttention 1.0.6 (peers/sageattention-1.0.6-py3-none-any.whl) beside the lab's
+# presets. The peers are not part of the project: put them in peers/ (ignored) and carry it.
+# Usage (from the repository root): bash scripts/peers/prove-on-h200.sh OUT_DIR
+set -euo pipefail
+out=${1:?usage: prove-on-h200.sh OUT_DIR}
+mkdir -p "$out" /tmp/proof
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site peers/sageattention-1.0.6-py3-none-any.whl
+py=$(command -v python3)
+cmake -S . -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_PYTHON="$py" -DQATTN_BUILD_TESTS=OFF \
+      -DQATTN_DEVICE_CHECK=OFF -DQATTN_PYTHON_PACKAGE=ON > "$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; exit 1; }
+cmake --build build-h200 --parallel > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+export PYTHONPATH="$PWD/build-h200/python:/tmp/site"
+echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+python3 scripts/peers/capture_qflash.py --kernel peers/qflash/kernel.py --out /tmp/proof/qflash > "$out/qflash-capture.log"
+python3 scripts/peers/compare_qflash.py /tmp/proof/qflash | tee "$out/qflash-proof.md"
+python3 scripts/peers/score_sageattention.py --peer /tmp/site --qattn build-h200/harness/qattn --recipe "preset=sageattn-1.0.6" \
+        --out /tmp/proof/sage | tee "$out/sage-proof.md"
+(cd /tmp/proof && tar czf "$out/proof-data.tgz" qflash sage/*-report)
