@@ -67,8 +67,8 @@ def main():
         g = torch.Generator(device="cuda").manual_seed(seed)
         shape = (3, 1, h, n, d)
         if dist.startswith("uniform:"):
-            a = float(dist.split(":")[1])
-            x = torch.rand(shape, generator=g, device="cuda", dtype=torch.float16) * (2 * a) - a
+            amp = float(dist.split(":")[1])
+            x = torch.rand(shape, generator=g, device="cuda", dtype=torch.float16) * (2 * amp) - amp
         else:
             x = torch.randn(shape, generator=g, device="cuda", dtype=torch.float16)
         q, k, v = x[0].contiguous(), x[1].contiguous(), x[2].contiguous()

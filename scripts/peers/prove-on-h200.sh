@@ -13,7 +13,6 @@ cmake -S . -B build-h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_PYTHON="$py
       -DQATTN_DEVICE_CHECK=OFF -DQATTN_PYTHON_PACKAGE=ON > "$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; exit 1; }
 cmake --build build-h200 --parallel > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 export PYTHONPATH="$PWD/build-h200/python:/tmp/site"
-echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 python3 scripts/peers/capture_qflash.py --kernel peers/qflash/kernel.py --out /tmp/proof/qflash > "$out/qflash-capture.log"
 python3 scripts/peers/compare_qflash.py /tmp/proof/qflash | tee "$out/qflash-proof.md"
