@@ -2,7 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -157,6 +159,7 @@ void score_outputs(const ScoreOptions& opt) {
     std::vector<double> k;
     Pool pk, pr, pkr;
     bool has_recipe;
+    std::size_t equal = 0, outputs = 0;  // outputs whose bits equal the emulation's
   };
   std::vector<Line> summary;
   for (const Unit& u : units) {
@@ -192,6 +195,12 @@ void score_outputs(const ScoreOptions& opt) {
         row["recipe_rel_l2"] = mr.rel_l2;
         row["kernel_vs_recipe_sqnr_db"] = num(mkr.sqnr_db);
         row["kernel_vs_recipe_rel_l2"] = mkr.rel_l2;
+        // Bit-equal outputs: the test of a bit-faithful emulation (as stored, fp32 bit patterns).
+        std::size_t eq = 0;
+        for (std::size_t x = h * per_head; x < (h + 1) * per_head; ++x) eq += std::bit_cast<std::uint32_t>(u.out->o.data[x]) == std::bit_cast<std::uint32_t>(emu.out.data[x]);
+        row["kernel_equal_recipe"] = eq;
+        line.equal += eq;
+        line.outputs += per_head;
         line.pr.add(sl(ref.out.data), sl(emu_d));
         line.pkr.add(sl(emu_d), sl(kern));
         rdb = fmt::format("{}", mr.sqnr_db), rl2 = fmt::format("{}", mr.rel_l2), krdb = fmt::format("{}", mkr.sqnr_db), krl2 = fmt::format("{}", mkr.rel_l2);
@@ -200,6 +209,7 @@ void score_outputs(const ScoreOptions& opt) {
         row["recipe_rel_l2"] = nullptr;
         row["kernel_vs_recipe_sqnr_db"] = nullptr;
         row["kernel_vs_recipe_rel_l2"] = nullptr;
+        row["kernel_equal_recipe"] = nullptr;
       }
       lines += row.dump() + "\n";
       csv += fmt::format("{},{},{},\"{}\",\"{}\",{},{},{},{},{},{},{},{},{},{}\n", u.layer, h, u.context, u.kernel, u.recipe_line,
@@ -217,13 +227,14 @@ void score_outputs(const ScoreOptions& opt) {
                    "(its whole error), the recipe's emulation against float64 (what its formats cost) and the kernel against "
                    "the emulation (its own error beyond the formats; at least 30 dB above the recipe's error means the kernel "
                    "adds nothing measurable); worst head: the lowest per-head kernel-vs-float64 SQNR. results.csv has every head.\n\n"
-                   "| kernel | layer | context | rows | heads | kernel vs float64 | worst head | recipe vs float64 | kernel vs recipe | recipe |\n"
-                   "|---|---|---|---|---|---|---|---|---|---|\n";
+                   "| kernel | layer | context | rows | heads | kernel vs float64 | worst head | recipe vs float64 | kernel vs recipe | bit-equal to recipe | recipe |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Line& l : summary) {
     double worst = INFINITY;
     for (double x : l.k) worst = std::min(worst, x);
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", l.kernel, l.layer, l.context, l.rows, l.heads, db_text(l.pk.db()),
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", l.kernel, l.layer, l.context, l.rows, l.heads, db_text(l.pk.db()),
                       db_text(worst), l.has_recipe ? db_text(l.pr.db()) : "-", l.has_recipe ? db_text(l.pkr.db()) : "-",
+                      l.has_recipe ? fmt::format("{} of {}", l.equal, l.outputs) : "-",
                       l.recipe_line.empty() ? "(none named)" : "`" + l.recipe_line + "`");
   }
   write_atomic(dir / "summary.md", md);

@@ -80,6 +80,7 @@ def main():
     ap.add_argument("--qattn", help="the qattn executable (omitted: only write the inputs and SageAttention's outputs)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--recipe", default=NEAREST)
+    ap.add_argument("--no-python", action="store_true", help="score with the CLI only (not also through qattn.score)")
     ap.add_argument("--dump", default=os.path.join(os.path.dirname(__file__), "..", "..", "datasets", "smollm2-135m-2k.h5"))
     a = ap.parse_args()
     sys.path.insert(0, a.peer)
@@ -108,7 +109,8 @@ def main():
             mean = lambda key: sum(float(r[key]) for r in sel) / len(sel)  # noqa: E731
             table.append((label, layer, mean("sqnr_db"), mean("recipe_sqnr_db"), mean("kernel_vs_recipe_sqnr_db"),
                           min(float(r["kernel_vs_recipe_sqnr_db"]) for r in sel)))
-    if not a.qattn:
+    if not a.qattn or a.no_python:
+        print_table(a.recipe, table)
         return
     try:
         import qattn
@@ -121,8 +123,12 @@ def main():
         print(f"qattn.score on the shipped dump: {len(rows)} rows, identical to qattn score's: {same}")
     except ImportError as e:
         print(f"qattn Python package not importable here ({e}); CLI scoring only")
-    print(f"recipe: {a.recipe}")
-    print("| inputs | layer | SageAttention vs float64 | recipe vs float64 | kernel vs recipe (mean) | (worst head) |")
+    print_table(a.recipe, table)
+
+
+def print_table(recipe, table):
+    print(f"recipe: {recipe}")
+    print("| inputs | layer | SageAttention vs float64 | recipe vs float64 | kernel vs recipe (mean of heads) | (worst head) |")
     print("|---|---|---:|---:|---:|---:|")
     for label, layer, k, r, kr, krw in table:
         print(f"| {label} | {layer} | {k:.2f} | {r:.2f} | {kr:.2f} | {krw:.2f} |")
