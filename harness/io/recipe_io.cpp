@@ -1,5 +1,6 @@
 #include "harness/io/recipe_io.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -41,11 +42,11 @@ int parse_int(const std::string& s, const std::string& what) {
   return static_cast<int>(v);
 }
 
+// The shortest text that reads back as the same double (no locale, no iostreams).
 std::string num(double v) {
-  std::ostringstream o;
-  o.precision(17);
-  o << v;
-  return o.str();
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 template <typename E, std::size_t N>
