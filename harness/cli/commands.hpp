@@ -16,5 +16,6 @@ Action add_run_command(CLI::App& app);
 Action add_check_command(CLI::App& app);
 Action add_plot_command(CLI::App& app);
 Action add_score_command(CLI::App& app);
+Action add_presets_command(CLI::App& app);
 
 }  // namespace qattn::cli

@@ -36,6 +36,7 @@ from ._core import (  # noqa: F401
     mass_per_decade,
     open_dump,
     p_flush_threshold,
+    presets,
     quantize,
     read_outputs,
     reference,
@@ -51,6 +52,6 @@ from ._score import score  # noqa: F401
 __all__ = [
     "DatasetError", "QuantizedTensor", "Recipe", "channel_outliers", "check", "compare", "decode", "dequantize", "emulate",
     "encode", "format_info", "formats", "gpu_available", "gpu_not_covered", "gpu_run", "load_layer", "mass_flushed",
-    "mass_per_decade", "open_dump", "p_flush_threshold", "quantize", "read_outputs", "reference", "round_to",
+    "mass_per_decade", "open_dump", "p_flush_threshold", "presets", "quantize", "read_outputs", "reference", "round_to",
     "row_divergence", "sample_rows", "score", "score_files", "write_dump", "write_outputs",
 ]

@@ -227,6 +227,19 @@ NB_MODULE(_core, m) {
       .def("__eq__", [](const Recipe& a, const Recipe& b) { return to_string(a) == to_string(b); })
       .def("__hash__", [](const Recipe& r) { return std::hash<std::string>{}(to_string(r)); });
 
+  m.def("presets", [] {
+    nb::list out;
+    for (const RecipePreset& p : recipe_presets()) {
+      nb::dict d;
+      d["name"] = p.name;
+      d["recipe"] = p.line;
+      d["source"] = p.source;
+      d["note"] = p.note;
+      out.append(d);
+    }
+    return out;
+  }, "The named recipes of real kernels (use as Recipe('preset=NAME ...')): name, recipe line, the source it was read from, and a note.");
+
   // ---- attention ----
   m.def("reference", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, bool causal, int window, double softmax_scale,
                         const nb::handle& rows, std::vector<int> prob_rows) {

@@ -45,6 +45,16 @@ def test_kernel_constants_matter_at_d256():
     assert np.sum(kern != emu) > 60  # I0 rounds differently from the fp16 scale product and the kernel's log2 e
 
 
+def test_presets_are_listed_with_sources(qattn_exe):
+    import subprocess
+    listed = {p["name"]: p for p in qattn.presets()}
+    assert {"qflash-46adca5", "sageattn-1.0.6", "qflash-lab"} <= set(listed)
+    for p in listed.values():
+        assert qattn.Recipe(p["recipe"]) == qattn.Recipe("preset=" + p["name"]) and p["source"]
+    cli = subprocess.run([qattn_exe, "presets", "--lines"], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert [line.split("\t")[0] for line in cli] == list(listed)
+
+
 def test_preset_round_trips_and_overrides():
     r = qattn.Recipe("preset=qflash-46adca5")
     assert qattn.Recipe(str(r)) == r and qattn.Recipe.from_json(r.to_json()) == r
@@ -52,7 +62,7 @@ def test_preset_round_trips_and_overrides():
     assert qattn.Recipe.from_json({"preset": "qflash-46adca5", "tiles": "32x64"}) == qattn.Recipe("preset=qflash-46adca5 tiles=32x64")
     lab = qattn.Recipe("preset=qflash-lab")
     assert "qflash.exp=lab" in str(lab) and "out=" not in str(lab)
-    with pytest.raises(ValueError, match="unknown preset 'qflash'; expected one of: qflash-46adca5, sageattn-1.0.6, qflash-lab"):
+    with pytest.raises(ValueError, match="unknown preset 'qflash'; expected one of: qflash-46adca5, sageattn-1.0.6, "):
         qattn.Recipe("preset=qflash")
     with pytest.raises(ValueError, match="need softmax=qflash"):
         qattn.Recipe("qflash.exp=fixed16")
