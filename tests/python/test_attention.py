@@ -113,3 +113,41 @@ def test_dump_write_and_read(tmp_path):
         qattn.load_layer(path, "4")
     with pytest.raises(qattn.DatasetError, match="no such file"):
         qattn.open_dump(str(tmp_path / "missing.h5"))
+
+
+class DLPackOnly:
+    """An array that offers only the DLPack protocol (as a torch CPU tensor does to nanobind)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._a.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_dlpack_inputs_and_the_gpu_without_a_gpu_build():
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((2, 16, 8)).astype(np.float32)
+    a = qattn.reference(q, q, q)["out"]
+    b = qattn.reference(DLPackOnly(q), DLPackOnly(q), DLPackOnly(q))["out"]
+    assert np.array_equal(a, b)
+    if not qattn.gpu_available():
+        with pytest.raises(ValueError, match="built without GPU kernels"):
+            qattn.gpu_run(q, q, q, "q=fp32")
+
+
+def test_score_with_a_batched_layout(dump, tmp_path):
+    def batched(q, k, v, *, causal, window, softmax_scale):
+        assert q.shape[0] == 1 and q.ndim == 4
+        return qattn.emulate(q[0], k[0], v[0], "q=bf16 k=bf16 p=bf16 v=bf16", causal=causal, window=window,
+                             softmax_scale=softmax_scale)["out"][None]
+
+    rows = qattn.score(batched, dump, layers=["7"], contexts=[128], recipe="q=bf16 k=bf16 p=bf16 v=bf16", layout="BHND",
+                       output=str(tmp_path / "b"))
+    # The function is the recipe's own emulation: bit-equal, so its distance from the recipe is infinite.
+    assert all(r["kernel_vs_recipe_sqnr_db"] == "inf" and r["kernel_equal_recipe"] == 128 * 64 for r in rows)
+    with pytest.raises(ValueError, match=r"expected \[1, Hq, N, d\]"):
+        qattn.score(lambda q, k, v, **kw: q[0], dump, layers=["7"], contexts=[64], layout="BHND", output=str(tmp_path / "c"))
