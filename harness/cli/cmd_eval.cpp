@@ -4,11 +4,11 @@
 
 #include <cmath>
 #include <iostream>
-#include <sstream>
 
 #include "harness/cli/commands.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/recipe_io.hpp"
+#include "harness/io/rows_text.hpp"
 #include "kernels/emulate/emulator.hpp"
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
@@ -16,24 +16,6 @@
 namespace qattn::cli {
 
 namespace {
-
-RowSelection parse_rows(const std::string& s) {
-  const auto bad = [&] {
-    throw std::invalid_argument("eval --rows: '" + s + "'; expected all, range:BEGIN:END or sample:COUNT:SEED");
-  };
-  if (s == "all") return RowSelection::all_rows();
-  std::vector<std::string> parts;
-  std::stringstream in(s);
-  for (std::string p; std::getline(in, p, ':');) parts.push_back(p);
-  try {
-    if (parts.size() == 3 && parts[0] == "range") return RowSelection::range_of(std::stoi(parts[1]), std::stoi(parts[2]));
-    if (parts.size() == 3 && parts[0] == "sample") return RowSelection::sample_of(std::stoi(parts[1]), std::stoull(parts[2]));
-  } catch (const std::logic_error&) {
-    bad();
-  }
-  bad();
-  return {};
-}
 
 nlohmann::json metrics_json(const ErrorMetrics& m, double kl, double tv) {
   const auto num = [](double x) { return std::isinf(x) ? nlohmann::json(x > 0 ? "inf" : "-inf") : nlohmann::json(x); };
@@ -70,7 +52,7 @@ Action add_eval_command(CLI::App& app) {
     req.tokens = o->tokens;
     LayerSlice slice = load_layer(info, o->layer, req);
     Problem& p = slice.problem;
-    p.rows = parse_rows(o->rows);
+    p.rows = rows_from_string(o->rows, "eval --rows");
     const int n = p.q.tokens, d = p.q.dim;
     std::vector<int> kl_rows;
     if (o->kl_rows > 0 && recipe.softmax == SoftmaxKind::float_online) {

@@ -246,21 +246,7 @@ LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const S
 
 void write_dataset(const std::string& path, const std::map<std::string, AttrValue>& attrs,
                    const std::vector<LayerToWrite>& layers, FormatId dtype, const std::optional<std::vector<int>>& tokens) {
-  if (dtype != FormatId::fp16 && dtype != FormatId::bf16 && dtype != FormatId::fp32) {
-    throw DatasetError(path + ": cannot write dtype " + std::string(name_of(dtype)) + "; expected fp16, bf16 or fp32");
-  }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  struct RemoveOnFailure {
-    const std::string& file;
-    bool done = false;
-    ~RemoveOnFailure() {
-      std::error_code ec;
-      if (!done) std::filesystem::remove(file, ec);
-    }
-  } guard{tmp};
-  with_hdf5_errors(path, [&] {
-    {
-      H5::H5File f(tmp, H5F_ACC_TRUNC);
+  h5::write_atomically(path, dtype, [&](H5::H5File& f) {
       using h5::put_attr;
       for (const auto& [k, v] : attrs) put_attr(f, k, v);
       H5::Group lg = f.createGroup("layers");
@@ -296,10 +282,6 @@ void write_dataset(const std::string& path, const std::map<std::string, AttrValu
         const H5::DataSpace sp(1, &n);
         f.createDataSet("tokens", H5::PredType::STD_I32LE, sp).write(tokens->data(), H5::PredType::NATIVE_INT);
       }
-    }
-    std::filesystem::rename(tmp, path);
-    guard.done = true;
-    return 0;
   });
 }
 

@@ -3,7 +3,10 @@
 // name the file and the path inside it, attributes, the 16-bit float types.
 #include <H5Cpp.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -142,5 +145,32 @@ auto with_hdf5_errors(const std::string& file, F&& f) {
   }
 }
 
+
+// Writes an HDF5 file through PATH.tmp.PID and a rename, so a crash never leaves a partial file
+// under PATH; `fill` writes the contents into the open file. Checks that dtype is one the lab stores.
+template <typename F>
+void write_atomically(const std::string& path, FormatId dtype, F&& fill) {
+  if (dtype != FormatId::fp16 && dtype != FormatId::bf16 && dtype != FormatId::fp32) {
+    throw DatasetError(path + ": cannot write dtype " + std::string(name_of(dtype)) + "; expected fp16, bf16 or fp32");
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  struct RemoveOnFailure {
+    const std::string& file;
+    bool done = false;
+    ~RemoveOnFailure() {
+      std::error_code ec;
+      if (!done) std::filesystem::remove(file, ec);
+    }
+  } guard{tmp};
+  with_hdf5_errors(path, [&] {
+    {
+      H5::H5File f(tmp, H5F_ACC_TRUNC);
+      fill(f);
+    }
+    std::filesystem::rename(tmp, path);
+    guard.done = true;
+    return 0;
+  });
+}
 
 }  // namespace qattn::h5

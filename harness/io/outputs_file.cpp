@@ -137,22 +137,8 @@ OutputsFile read_outputs(const std::string& path) {
 }
 
 void write_outputs(const std::string& path, const OutputsFile& out, FormatId dtype) {
-  if (dtype != FormatId::fp16 && dtype != FormatId::bf16 && dtype != FormatId::fp32) {
-    throw DatasetError(path + ": cannot write dtype " + std::string(name_of(dtype)) + "; expected fp16, bf16 or fp32");
-  }
   if (out.kernel.empty()) throw DatasetError(path + ": kernel: empty; expected the name of the kernel that made the outputs");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  struct RemoveOnFailure {
-    const std::string& file;
-    bool done = false;
-    ~RemoveOnFailure() {
-      std::error_code ec;
-      if (!done) std::filesystem::remove(file, ec);
-    }
-  } guard{tmp};
-  with_hdf5_errors(path, [&] {
-    {
-      H5::H5File f(tmp, H5F_ACC_TRUNC);
+  write_atomically(path, dtype, [&](H5::H5File& f) {
       std::map<std::string, AttrValue> attrs = out.attrs;
       attrs["schema"] = attr(std::string("qattn-outputs/1"));
       attrs["kernel"] = attr(out.kernel);
@@ -183,10 +169,6 @@ void write_outputs(const std::string& path, const OutputsFile& out, FormatId dty
         }
         if (l.context > 0) put_attr(g, "context", attr(static_cast<long long>(l.context)));
       }
-    }
-    std::filesystem::rename(tmp, path);
-    guard.done = true;
-    return 0;
   });
 }
 

@@ -8,13 +8,13 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <sstream>
 
 #include "harness/experiment/bounds.hpp"
 #include "harness/experiment/score.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/outputs_file.hpp"
 #include "harness/io/recipe_io.hpp"
+#include "harness/io/rows_text.hpp"
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
@@ -40,19 +40,7 @@ namespace {
 // None or "all"; (begin, end); a sequence or array of row indices; "range:B:E"; "sample:COUNT:SEED".
 RowSelection parse_rows(const nb::handle& rows) {
   if (rows.is_none()) return RowSelection::all_rows();
-  if (nb::isinstance<nb::str>(rows)) {
-    const std::string s = nb::cast<std::string>(rows);
-    if (s == "all") return RowSelection::all_rows();
-    std::vector<std::string> parts;
-    std::stringstream in(s);
-    for (std::string part; std::getline(in, part, ':');) parts.push_back(part);
-    try {
-      if (parts.size() == 3 && parts[0] == "range") return RowSelection::range_of(std::stoi(parts[1]), std::stoi(parts[2]));
-      if (parts.size() == 3 && parts[0] == "sample") return RowSelection::sample_of(std::stoi(parts[1]), std::stoull(parts[2]));
-    } catch (const std::logic_error&) {
-    }
-    throw std::invalid_argument("rows='" + s + "'; expected None, 'all', 'range:BEGIN:END', 'sample:COUNT:SEED', (begin, end) or a list of rows");
-  }
+  if (nb::isinstance<nb::str>(rows)) return rows_from_string(nb::cast<std::string>(rows), "rows");
   if (nb::isinstance<nb::tuple>(rows) && nb::len(rows) == 2) {
     return RowSelection::range_of(nb::cast<int>(rows[0]), nb::cast<int>(rows[1]));
   }
