@@ -1,5 +1,6 @@
 """The lab's presets of real kernels against those kernels' outputs, recorded on the H200
 (tests/data/*/README.md says how). The peers themselves are not part of the project."""
+import functools
 import os
 
 import numpy as np
@@ -11,6 +12,7 @@ DATA = os.path.join(os.path.dirname(__file__), "..", "data", "qflash-46adca5")
 CASES = ["u-h3-n197-d64", "n-h2-n130-d256"]
 
 
+@functools.lru_cache(maxsize=None)
 def run(case, recipe):
     d = qattn.load_layer(os.path.join(DATA, case + ".h5"), "0")
     kern = qattn.read_outputs(os.path.join(DATA, case + "-qflash.h5"))["layers"][0]["o"]
@@ -75,6 +77,7 @@ def test_preset_round_trips_and_overrides():
 SAGE = os.path.join(os.path.dirname(__file__), "..", "data", "sageattn-1.0.6")
 
 
+@functools.lru_cache(maxsize=None)
 def sage(recipe):
     d = qattn.load_layer(os.path.join(SAGE, "random-d64-full.h5"), "0")
     kern = qattn.read_outputs(os.path.join(SAGE, "random-d64-full-sageattn.h5"))["layers"][0]["o"]
