@@ -1,6 +1,7 @@
 #include "harness/io/recipe_io.hpp"
 
 #include <charconv>
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -223,6 +224,14 @@ std::string get_key(const Recipe& r, const std::string& key) {
   return "";
 }
 
+// Accumulators the user did not name: integer operands sum exactly (int32), as every kernel does.
+void default_integer_accumulators(Recipe& r, bool qk_given, bool pv_given) {
+  const bool int_qk = !r.q.unit_scale && format_of(r.q.spec.format).kind == Kind::integer && !r.k.unit_scale &&
+                      format_of(r.k.spec.format).kind == Kind::integer;
+  if (int_qk && !qk_given) r.qk_acc.kind = Accumulator::Kind::exact;
+  if (r.softmax != SoftmaxKind::float_online && !pv_given) r.pv_acc.kind = Accumulator::Kind::exact;
+}
+
 // Defaults of the text forms: no quantization, fp32 accumulation, 64x64 tiles.
 Recipe default_recipe() {
   Recipe r;
@@ -361,6 +370,9 @@ const RecipePreset& find_preset(const std::string& name, const std::string& what
 
 }  // namespace
 
+// A preset names its accumulators itself.
+static bool seen_preset(const std::vector<std::string>& seen) { return std::find(seen.begin(), seen.end(), "preset") != seen.end(); }
+
 Recipe recipe_from_string(const std::string& line) {
   Recipe r = default_recipe();
   std::istringstream in(line);
@@ -385,6 +397,8 @@ Recipe recipe_from_string(const std::string& line) {
     seen.push_back(key);
     set_key(r, key, tok.substr(eq + 1), "recipe string: token '" + tok + "'");
   }
+  const auto given = [&](const char* k) { return std::find(seen.begin(), seen.end(), k) != seen.end() || seen_preset(seen); };
+  default_integer_accumulators(r, given("acc.qk"), given("acc.pv"));
   validate(r);
   return r;
 }
@@ -453,6 +467,7 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
     }
     set_key(r, key, text, what);
   }
+  default_integer_accumulators(r, j.contains("acc.qk") || j.contains("preset"), j.contains("acc.pv") || j.contains("preset"));
   try {
     validate(r);
   } catch (const std::invalid_argument& e) {

@@ -63,15 +63,15 @@ void validate(const Recipe& r) {
         bad("q.granularity/k.granularity", "group scales on an integer QK^T need the same group on Q and K (one int dot per group)");
       }
     }
-    if (r.qk_acc.kind != Accumulator::Kind::exact) bad("qk_acc", "integer QK^T accumulates in int32, exactly: use 'exact'");
+    if (r.qk_acc.kind != Accumulator::Kind::exact) bad("acc.qk", "integer QK^T accumulates in int32, exactly: use 'exact' (the default for integer Q and K)");
   }
   if (r.p.unit_scale == false && r.p.spec.rule != ScaleRule::static_multiplier) {
     bad("p.scale", "P is quantized with a static multiplier (P <= 1 after the running max: 127, 448, 240)");
   }
   if (r.tiles.block_q <= 0 || r.tiles.block_k <= 0) bad("tiles", "block sizes must be positive");
-  if (r.split_k < 1) bad("split_k", "must be >= 1");
-  if (!(r.lazy_rescale_tau >= 0) || !std::isfinite(r.lazy_rescale_tau)) bad("lazy_rescale_tau", "must be >= 0 (0 = always rescale)");
-  if (r.k_smoothing_block < 0) bad("k_smoothing_block", "must be >= 0 (0 = the K tile)");
+  if (r.split_k < 1) bad("split", "must be >= 1");
+  if (!(r.lazy_rescale_tau >= 0) || !std::isfinite(r.lazy_rescale_tau)) bad("tau", "must be >= 0 (0 = always rescale)");
+  if (r.k_smoothing_block < 0) bad("ksmooth_block", "must be >= 0 (0 = the K tile)");
   if (r.softmax != SoftmaxKind::float_online) {
     // QFlash compares integer scores across tiles directly: one scale per head (or tensor) for
     // Q, K and V, int8 everywhere, P requantized to int8 (static 127), integer accumulators.

@@ -359,7 +359,7 @@ TEST_CASE("bad recipes are one clear error naming the field", "[emulate][errors]
   CHECK(error_text([&] { (void)emulate(p, r); }).find("recipe field 'p.scale'") != std::string::npos);
   r = fp32_recipe();
   r.split_k = 0;
-  CHECK(error_text([&] { (void)emulate(p, r); }).find("recipe field 'split_k'") != std::string::npos);
+  CHECK(error_text([&] { (void)emulate(p, r); }).find("recipe field 'split'") != std::string::npos);
   r = fp32_recipe();
   r.rotation = Rotation::hadamard;
   const Problem odd = random_problem(1, 1, 8, 6, 1);

@@ -169,3 +169,17 @@ TEST_CASE("the real kernels' knobs reject what they cannot mean", "[recipe]") {
   CHECK(has(parse_error("q=e4m3/token/round:away"), "round:away rounds integer codes"));
   CHECK(has(parse_error("preset=qflash-46adca5 qprescale=1"), "need softmax=float"));
 }
+
+TEST_CASE("integer operands sum exactly unless the recipe names another accumulator", "[recipe]") {
+  const Recipe r = recipe_from_string("q=int8/token k=int8/token");
+  CHECK(r.qk_acc.kind == Accumulator::Kind::exact);
+  CHECK(r.pv_acc.kind == Accumulator::Kind::fp32);  // float softmax: P V stays as the recipe says
+  const Recipe j = recipe_from_json(nlohmann::json::parse(R"({"q": "int4/group:32", "k": "int4/group:32"})"));
+  CHECK(j.qk_acc.kind == Accumulator::Kind::exact);
+  const Recipe i = recipe_from_string("q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash");
+  CHECK(i.qk_acc.kind == Accumulator::Kind::exact);
+  CHECK(i.pv_acc.kind == Accumulator::Kind::exact);
+  CHECK(recipe_from_string("q=bf16 k=bf16").qk_acc.kind == Accumulator::Kind::fp32);
+  CHECK(has(parse_error("q=int8/token k=int8/token acc.qk=fp32"), "recipe field 'acc.qk': integer QK^T accumulates in int32"));
+  CHECK(has(parse_error("split=0"), "recipe field 'split': must be >= 1"));
+}
