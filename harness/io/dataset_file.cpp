@@ -247,41 +247,41 @@ LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const S
 void write_dataset(const std::string& path, const std::map<std::string, AttrValue>& attrs,
                    const std::vector<LayerToWrite>& layers, FormatId dtype, const std::optional<std::vector<int>>& tokens) {
   h5::write_atomically(path, dtype, [&](H5::H5File& f) {
-      using h5::put_attr;
-      for (const auto& [k, v] : attrs) put_attr(f, k, v);
-      H5::Group lg = f.createGroup("layers");
-      const Format fmt = format_of(dtype);
-      for (const LayerToWrite& l : layers) {
-        H5::Group g = lg.createGroup(l.name);
-        for (const auto& [name, t] : {std::pair<const char*, const TensorF*>{"q", &l.q}, {"k", &l.k}, {"v", &l.v}}) {
-          const hsize_t dims[3] = {static_cast<hsize_t>(t->heads), static_cast<hsize_t>(t->tokens), static_cast<hsize_t>(t->dim)};
-          const H5::DataSpace sp(3, dims);
-          if (dtype == FormatId::fp32) {
-            g.createDataSet(name, H5::PredType::IEEE_F32LE, sp).write(t->data.data(), H5::PredType::NATIVE_FLOAT);
-          } else {
-            std::vector<std::uint16_t> raw(t->size());
-            for (std::size_t i = 0; i < raw.size(); ++i) {
-              if (!(std::fabs(t->data[i]) <= max_finite(fmt))) {
-                throw DatasetError(path + ": /layers/" + l.name + "/" + name + ": value " + std::to_string(t->data[i]) +
-                                   " at element " + std::to_string(i) + " does not fit " + name_of(dtype) +
-                                   " (max " + std::to_string(max_finite(fmt)) + "); expected finite values in range");
-              }
-              raw[i] = static_cast<std::uint16_t>(encode(fmt, t->data[i]));
+    using h5::put_attr;
+    for (const auto& [k, v] : attrs) put_attr(f, k, v);
+    H5::Group lg = f.createGroup("layers");
+    const Format fmt = format_of(dtype);
+    for (const LayerToWrite& l : layers) {
+      H5::Group g = lg.createGroup(l.name);
+      for (const auto& [name, t] : {std::pair<const char*, const TensorF*>{"q", &l.q}, {"k", &l.k}, {"v", &l.v}}) {
+        const hsize_t dims[3] = {static_cast<hsize_t>(t->heads), static_cast<hsize_t>(t->tokens), static_cast<hsize_t>(t->dim)};
+        const H5::DataSpace sp(3, dims);
+        if (dtype == FormatId::fp32) {
+          g.createDataSet(name, H5::PredType::IEEE_F32LE, sp).write(t->data.data(), H5::PredType::NATIVE_FLOAT);
+        } else {
+          std::vector<std::uint16_t> raw(t->size());
+          for (std::size_t i = 0; i < raw.size(); ++i) {
+            if (!(std::fabs(t->data[i]) <= max_finite(fmt))) {
+              throw DatasetError(path + ": /layers/" + l.name + "/" + name + ": value " + std::to_string(t->data[i]) +
+                                 " at element " + std::to_string(i) + " does not fit " + name_of(dtype) +
+                                 " (max " + std::to_string(max_finite(fmt)) + "); expected finite values in range");
             }
-            const H5::FloatType ht = half_type(dtype);
-            g.createDataSet(name, ht, sp).write(raw.data(), ht);
+            raw[i] = static_cast<std::uint16_t>(encode(fmt, t->data[i]));
           }
+          const H5::FloatType ht = half_type(dtype);
+          g.createDataSet(name, ht, sp).write(raw.data(), ht);
         }
-        put_attr(g, "causal", attr(static_cast<long long>(l.causal ? 1 : 0)));
-        put_attr(g, "sliding_window", attr(static_cast<long long>(l.sliding_window)));
-        put_attr(g, "softmax_scale", attr(l.softmax_scale));
-        put_attr(g, "rope", attr(l.rope));
       }
-      if (tokens) {
-        const hsize_t n = tokens->size();
-        const H5::DataSpace sp(1, &n);
-        f.createDataSet("tokens", H5::PredType::STD_I32LE, sp).write(tokens->data(), H5::PredType::NATIVE_INT);
-      }
+      put_attr(g, "causal", attr(static_cast<long long>(l.causal ? 1 : 0)));
+      put_attr(g, "sliding_window", attr(static_cast<long long>(l.sliding_window)));
+      put_attr(g, "softmax_scale", attr(l.softmax_scale));
+      put_attr(g, "rope", attr(l.rope));
+    }
+    if (tokens) {
+      const hsize_t n = tokens->size();
+      const H5::DataSpace sp(1, &n);
+      f.createDataSet("tokens", H5::PredType::STD_I32LE, sp).write(tokens->data(), H5::PredType::NATIVE_INT);
+    }
   });
 }
 

@@ -139,36 +139,36 @@ OutputsFile read_outputs(const std::string& path) {
 void write_outputs(const std::string& path, const OutputsFile& out, FormatId dtype) {
   if (out.kernel.empty()) throw DatasetError(path + ": kernel: empty; expected the name of the kernel that made the outputs");
   write_atomically(path, dtype, [&](H5::H5File& f) {
-      std::map<std::string, AttrValue> attrs = out.attrs;
-      attrs["schema"] = attr(std::string("qattn-outputs/1"));
-      attrs["kernel"] = attr(out.kernel);
-      if (!out.recipe.empty()) attrs["recipe"] = attr(out.recipe);
-      for (const auto& [k, v] : attrs) put_attr(f, k, v);
-      H5::Group lg = f.createGroup("layers");
-      const Format fmt = format_of(dtype);
-      for (const LayerOutputs& l : out.layers) {
-        if (l.o.tokens != static_cast<int>(l.rows.size())) {
-          throw DatasetError(path + ": /layers/" + l.layer + ": o has " + std::to_string(l.o.tokens) + " rows but " +
-                             std::to_string(l.rows.size()) + " row indices were given; expected equal");
-        }
-        H5::Group g = lg.createGroup(l.layer);
-        const hsize_t dims[3] = {static_cast<hsize_t>(l.o.heads), static_cast<hsize_t>(l.o.tokens), static_cast<hsize_t>(l.o.dim)};
-        const H5::DataSpace sp(3, dims);
-        if (dtype == FormatId::fp32) {
-          g.createDataSet("o", H5::PredType::IEEE_F32LE, sp).write(l.o.data.data(), H5::PredType::NATIVE_FLOAT);
-        } else {
-          std::vector<std::uint16_t> raw(l.o.size());
-          for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<std::uint16_t>(encode(fmt, l.o.data[i]));
-          const H5::FloatType ht = half_type(dtype);
-          g.createDataSet("o", ht, sp).write(raw.data(), ht);
-        }
-        if (l.rows_listed) {
-          const hsize_t n = l.rows.size();
-          const H5::DataSpace rs(1, &n);
-          g.createDataSet("rows", H5::PredType::STD_I32LE, rs).write(l.rows.data(), H5::PredType::NATIVE_INT);
-        }
-        if (l.context > 0) put_attr(g, "context", attr(static_cast<long long>(l.context)));
+    std::map<std::string, AttrValue> attrs = out.attrs;
+    attrs["schema"] = attr(std::string("qattn-outputs/1"));
+    attrs["kernel"] = attr(out.kernel);
+    if (!out.recipe.empty()) attrs["recipe"] = attr(out.recipe);
+    for (const auto& [k, v] : attrs) put_attr(f, k, v);
+    H5::Group lg = f.createGroup("layers");
+    const Format fmt = format_of(dtype);
+    for (const LayerOutputs& l : out.layers) {
+      if (l.o.tokens != static_cast<int>(l.rows.size())) {
+        throw DatasetError(path + ": /layers/" + l.layer + ": o has " + std::to_string(l.o.tokens) + " rows but " +
+                           std::to_string(l.rows.size()) + " row indices were given; expected equal");
       }
+      H5::Group g = lg.createGroup(l.layer);
+      const hsize_t dims[3] = {static_cast<hsize_t>(l.o.heads), static_cast<hsize_t>(l.o.tokens), static_cast<hsize_t>(l.o.dim)};
+      const H5::DataSpace sp(3, dims);
+      if (dtype == FormatId::fp32) {
+        g.createDataSet("o", H5::PredType::IEEE_F32LE, sp).write(l.o.data.data(), H5::PredType::NATIVE_FLOAT);
+      } else {
+        std::vector<std::uint16_t> raw(l.o.size());
+        for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<std::uint16_t>(encode(fmt, l.o.data[i]));
+        const H5::FloatType ht = half_type(dtype);
+        g.createDataSet("o", ht, sp).write(raw.data(), ht);
+      }
+      if (l.rows_listed) {
+        const hsize_t n = l.rows.size();
+        const H5::DataSpace rs(1, &n);
+        g.createDataSet("rows", H5::PredType::STD_I32LE, rs).write(l.rows.data(), H5::PredType::NATIVE_INT);
+      }
+      if (l.context > 0) put_attr(g, "context", attr(static_cast<long long>(l.context)));
+    }
   });
 }
 

@@ -110,6 +110,17 @@ nb::object rows_array(std::vector<T>&& v) {
   return to_numpy(std::move(v), {n}).cast();
 }
 
+// The reference's and the emulator's results as a dict of arrays (the buffers move into NumPy).
+template <typename Result>
+nb::dict attention_dict(Result& r) {
+  nb::dict d;
+  d["rows"] = rows_array(std::move(r.rows));
+  d["out"] = to_numpy(std::move(r.out));
+  d["prob_rows"] = rows_array(std::move(r.prob_rows));
+  d["probs"] = to_numpy(std::move(r.probs));
+  return d;
+}
+
 }  // namespace
 
 }  // namespace qattn::py
@@ -239,12 +250,7 @@ NB_MODULE(_core, m) {
       nb::gil_scoped_release release;
       r = reference_attention(p, o);
     }
-    nb::dict d;
-    d["rows"] = rows_array(std::move(r.rows));
-    d["out"] = to_numpy(std::move(r.out));
-    d["prob_rows"] = rows_array(std::move(r.prob_rows));
-    d["probs"] = to_numpy(std::move(r.probs));
-    return d;
+    return attention_dict(r);
   }, "q"_a, "k"_a, "v"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
         "prob_rows"_a = std::vector<int>{},
         "The float64 reference. q [Hq, N, d], k and v [Hkv, N, d] (Hq a multiple of Hkv: GQA); window 0 = none; softmax_scale 0 = 1/sqrt(d); "
@@ -264,12 +270,7 @@ NB_MODULE(_core, m) {
       nb::gil_scoped_release release;
       e = emulate(p, r, o);
     }
-    nb::dict d;
-    d["rows"] = rows_array(std::move(e.rows));
-    d["out"] = to_numpy(std::move(e.out));
-    d["prob_rows"] = rows_array(std::move(e.prob_rows));
-    d["probs"] = to_numpy(std::move(e.probs));
-    return d;
+    return attention_dict(e);
   }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
         "prob_rows"_a = std::vector<int>{}, "threads"_a = 0,
         "The bit-faithful emulator of the recipe's tiled kernel. Arguments as reference(). Returns {'rows', 'out' [Hq, R, d] float32, "
