@@ -160,6 +160,7 @@ void score_outputs(const ScoreOptions& opt) {
     Pool pk, pr, pkr;
     bool has_recipe;
     std::size_t equal = 0, outputs = 0;  // outputs whose bits equal the emulation's
+    std::string failed;                  // why the recipe could not be compared with, if so
   };
   std::vector<Line> summary;
   for (const Unit& u : units) {
@@ -173,8 +174,27 @@ void score_outputs(const ScoreOptions& opt) {
     if (u.has_recipe) emu = emulate(p, u.recipe);
     const int hq = p.q.heads, d = p.q.dim;
     const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
+    // A recipe whose emulation has no defined output here (e.g. every P flushed: 0 / 0, or all
+    // zeros) cannot be compared with: its columns are left empty with the reason, never NaN.
+    std::string recipe_failed;
+    if (u.has_recipe) {
+      for (std::size_t x = 0; x < emu.out.data.size() && recipe_failed.empty(); ++x) {
+        if (!std::isfinite(emu.out.data[x])) {
+          recipe_failed = fmt::format("the recipe's emulation gives {} at head {}, row {}, channel {} (e.g. every P flushed)",
+                                      std::isnan(emu.out.data[x]) ? "NaN" : "Inf", x / per_head, ref.rows[(x % per_head) / d], x % d);
+        }
+      }
+      for (int h = 0; h < hq && recipe_failed.empty(); ++h) {
+        bool zero = true;
+        for (std::size_t x = h * per_head; x < (h + 1) * per_head && zero; ++x) zero = emu.out.data[x] == 0;
+        if (zero) recipe_failed = fmt::format("the recipe's emulation is all zeros on head {}: no reference for the kernel's own error", h);
+      }
+      if (!recipe_failed.empty()) fmt::print(stderr, "qattn: warning: {} layer {} context {}: {}\n", u.kernel, u.layer, u.context, recipe_failed);
+    }
+    const bool compare_recipe = u.has_recipe && recipe_failed.empty();
     const std::vector<double> kern(u.out->o.data.begin(), u.out->o.data.end()), emu_d(emu.out.data.begin(), emu.out.data.end());
-    Line line{u.kernel, u.layer, u.recipe_line, u.context, hq, static_cast<int>(ref.rows.size()), {}, {}, {}, {}, u.has_recipe};
+    Line line{u.kernel, u.layer, u.recipe_line, u.context, hq, static_cast<int>(ref.rows.size()), {}, {}, {}, {}, compare_recipe};
+    line.failed = recipe_failed;
     std::string lines;
     for (int h = 0; h < hq; ++h) {
       const auto sl = [&](const std::vector<double>& v) { return std::span<const double>(v).subspan(h * per_head, per_head); };
@@ -186,7 +206,7 @@ void score_outputs(const ScoreOptions& opt) {
       line.k.push_back(mk.sqnr_db);
       line.pk.add(sl(ref.out.data), sl(kern));
       std::string rdb, rl2, krdb, krl2;
-      if (u.has_recipe) {
+      if (compare_recipe) {
         const ErrorMetrics mr = compare(sl(ref.out.data), sl(emu_d));
         // The emulation is the reference of the kernel's own error; an all-zero emulation (every P
         // flushed) leaves it undefined, which compare() reports.
@@ -210,6 +230,7 @@ void score_outputs(const ScoreOptions& opt) {
         row["kernel_vs_recipe_sqnr_db"] = nullptr;
         row["kernel_vs_recipe_rel_l2"] = nullptr;
         row["kernel_equal_recipe"] = nullptr;
+        if (!recipe_failed.empty()) row["recipe_failed"] = recipe_failed;
       }
       lines += row.dump() + "\n";
       csv += fmt::format("{},{},{},\"{}\",\"{}\",{},{},{},{},{},{},{},{},{},{}\n", u.layer, h, u.context, u.kernel, u.recipe_line,
@@ -233,7 +254,8 @@ void score_outputs(const ScoreOptions& opt) {
     double worst = INFINITY;
     for (double x : l.k) worst = std::min(worst, x);
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", l.kernel, l.layer, l.context, l.rows, l.heads, db_text(l.pk.db()),
-                      db_text(worst), l.has_recipe ? db_text(l.pr.db()) : "-", l.has_recipe ? db_text(l.pkr.db()) : "-",
+                      db_text(worst), l.has_recipe ? db_text(l.pr.db()) : (l.failed.empty() ? "-" : "failed: " + l.failed),
+                      l.has_recipe ? db_text(l.pkr.db()) : "-",
                       l.has_recipe ? fmt::format("{} of {}", l.equal, l.outputs) : "-",
                       l.recipe_line.empty() ? "(none named)" : "`" + l.recipe_line + "`");
   }

@@ -137,3 +137,19 @@ def test_cli_score_errors(dump, qattn_exe, tmp_path):
     assert (user / "notes.txt").read_text() == "keep me"
     with pytest.raises(ValueError, match="not finite"):
         qattn.write_outputs(out, "k", [{"layer": "7", "o": np.full((9, 16, 64), np.inf, np.float32)}])
+
+
+def test_a_recipe_without_defined_outputs_is_reported_failed_not_nan(dump, qattn_exe, tmp_path):
+    out = str(tmp_path / "o.h5")
+    write_kernel_outputs(dump, out, fp32_kernel, "my_kernel", 128)
+    report = str(tmp_path / "r")
+    # P at a static scale of 0.001 flushes every P: the emulation is 0 / 0 in every row.
+    r = subprocess.run([qattn_exe, "score", dump, out, "--recipe", "q=int8/token k=int8/token p=int8/static:0.001", "-o", report],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "the recipe's emulation gives NaN" in r.stderr, r.stderr
+    rows = [json.loads(line) for line in open(os.path.join(report, "results.jsonl"))]
+    assert all(x["recipe_sqnr_db"] is None and "every P flushed" in x["recipe_failed"] for x in rows)
+    assert all(x["sqnr_db"] > 100 for x in rows)  # the kernel's own measurement is kept
+    for name in ("results.jsonl", "results.csv", "summary.md", os.path.join("figures", "score_per_head.csv")):
+        text = open(os.path.join(report, name)).read()
+        assert '"nan"' not in text and "-nan" not in text and ",nan" not in text, name
