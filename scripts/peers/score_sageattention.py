@@ -119,7 +119,7 @@ def main():
                            device="cuda", dtype="float16", layout="BHND", kernel=fn.__name__, output=os.path.join(a.out, "python-report"),
                            force=True)
         cli = [json.loads(line) for line in open(os.path.join(a.out, "shipped-outputs-report", "results.jsonl"))]
-        same = all(x["sqnr_db"] == y["sqnr_db"] and x["kernel_vs_recipe_sqnr_db"] == y["kernel_vs_recipe_sqnr_db"] for x, y in zip(rows, cli))
+        same = len(rows) == len(cli) and all(x["sqnr_db"] == y["sqnr_db"] and x["kernel_vs_recipe_sqnr_db"] == y["kernel_vs_recipe_sqnr_db"] for x, y in zip(rows, cli))
         print(f"qattn.score on the shipped dump: {len(rows)} rows, identical to qattn score's: {same}")
     except ImportError as e:
         print(f"qattn Python package not importable here ({e}); CLI scoring only")
