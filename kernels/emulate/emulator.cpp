@@ -221,7 +221,62 @@ void factor_exponents(const float* a, const float* b, int b_stride, int n, std::
 // Raw score q_i . k_j (before the softmax scale) as the kernel forms it.
 class Scorer {
  public:
-  Scorer(const Problem& p, const Recipe& r, const Prepared& pr) : p_(p), r_(r), pr_(pr), acc_(r.qk_acc) {}
+  Scorer(const Problem& p, const Recipe& r, const Prepared& pr) : p_(p), r_(r), pr_(pr), acc_(r.qk_acc) {
+    // Float Q and K summed in fp32: K transposed once, [kv head][channel][key], so that a tile's
+    // scores are formed several keys at a time (score_tile_fp32).
+    fp32_tiles_ = !pr.q.integer && r.qk_acc.kind == Accumulator::Kind::fp32;
+    if (fp32_tiles_) {
+      const int n = p.k.tokens, d = p.k.dim;
+      kt_.resize(static_cast<std::size_t>(p.k.heads) * d * n);
+      for (int kh = 0; kh < p.k.heads; ++kh)
+        for (int j = 0; j < n; ++j) {
+          const float* b = pr.k.values.row(kh, j);
+          for (int c = 0; c < d; ++c) kt_[(static_cast<std::size_t>(kh) * d + c) * n + j] = b[c];
+        }
+    }
+  }
+
+  bool fp32_tiles() const { return fp32_tiles_; }
+
+  // Raw scores of keys j0 .. j0 + w - 1 for query row i, fp32 sums of fp32 products: what score()
+  // computes key by key, here eight keys per vector lane group. Each key's sum still adds its
+  // products in channel order from 0.0f, each product rounded to fp32 (exact in float64, so one
+  // fp32 multiply rounds it identically) and no FMA (-ffp-contract=off): every score keeps its bits.
+  void score_tile_fp32(int h, int kh, int i, int j0, int w, float* s) const {
+    using v8f = float __attribute__((vector_size(32)));
+    const int n = p_.k.tokens, d = p_.q.dim;
+    const float* a = pr_.q.values.row(h, i);
+    const float* kt = kt_.data() + static_cast<std::size_t>(kh) * d * n + j0;
+    int jj = 0;
+    for (; jj + 32 <= w; jj += 32) {  // four independent chains hide the add latency
+      v8f acc[4] = {};
+      for (int c = 0; c < d; ++c) {
+        const float* b = kt + static_cast<std::size_t>(c) * n + jj;
+        for (int g = 0; g < 4; ++g) {
+          v8f bv;
+          __builtin_memcpy(&bv, b + 8 * g, sizeof bv);
+          acc[g] = acc[g] + a[c] * bv;
+        }
+      }
+      __builtin_memcpy(s + jj, acc, sizeof acc);
+    }
+    for (; jj + 8 <= w; jj += 8) {
+      v8f acc = {};
+      for (int c = 0; c < d; ++c) {
+        v8f bv;
+        __builtin_memcpy(&bv, kt + static_cast<std::size_t>(c) * n + jj, sizeof bv);
+        acc = acc + a[c] * bv;
+      }
+      __builtin_memcpy(s + jj, &acc, sizeof acc);
+    }
+    for (; jj < w; ++jj) {
+      float acc = 0.0f;
+      for (int c = 0; c < d; ++c) acc = acc + a[c] * kt[static_cast<std::size_t>(c) * n + jj];
+      s[jj] = acc;
+    }
+    if (r_.q_smoothing || r_.k_smoothing == KSmoothing::block_mean_corrected)
+      for (int u = 0; u < w; ++u) s[u] = corrected(h, kh, i, j0 + u, s[u]);
+  }
 
   float score(int h, int kh, int i, int j, std::vector<double>& terms, std::vector<int>& exps) const {
     const int d = p_.q.dim;
@@ -250,6 +305,13 @@ class Scorer {
         s = acc_.add(0.0f, terms);
       }
     }
+    return corrected(h, kh, i, j, s);
+  }
+
+ private:
+  // The score corrections of Q smoothing (dS) and of per-block K means (q . mu), added in fp32.
+  float corrected(int h, int kh, int i, int j, float s) const {
+    const int d = p_.q.dim;
     if (r_.q_smoothing) {
       const int br = r_.tiles.block_q, tiles = (p_.q.tokens + br - 1) / br;
       const float* mu = &pr_.q_block_means[(static_cast<std::size_t>(h) * tiles + i / br) * d];
@@ -270,11 +332,12 @@ class Scorer {
     return s;
   }
 
- private:
   const Problem& p_;
   const Recipe& r_;
   const Prepared& pr_;
   AccumulatorModel acc_;
+  bool fp32_tiles_ = false;
+  std::vector<float> kt_;
 };
 
 struct RowOut {
@@ -354,10 +417,18 @@ class RowEmulator {
     float tile_max = kNegInf;
     // A row's visible keys form one interval: checking the tile's ends decides the whole tile.
     const bool all_visible = p_.visible(row.i, j0) && p_.visible(row.i, j1 - 1);
-    for (int jj = 0; jj < w; ++jj) {
-      const int j = j0 + jj;
-      s_[jj] = all_visible || p_.visible(row.i, j) ? scorer_.score(row.h, kh, row.i, j, terms_, exps_) * c_ : kNegInf;
-      tile_max = std::max(tile_max, s_[jj]);
+    if (all_visible && scorer_.fp32_tiles()) {
+      scorer_.score_tile_fp32(row.h, kh, row.i, j0, w, s_.data());
+      for (int jj = 0; jj < w; ++jj) {
+        s_[jj] *= c_;
+        tile_max = std::max(tile_max, s_[jj]);
+      }
+    } else {
+      for (int jj = 0; jj < w; ++jj) {
+        const int j = j0 + jj;
+        s_[jj] = all_visible || p_.visible(row.i, j) ? scorer_.score(row.h, kh, row.i, j, terms_, exps_) * c_ : kNegInf;
+        tile_max = std::max(tile_max, s_[jj]);
+      }
     }
     for (int jj = w; jj < wt; ++jj) tile_max = std::max(tile_max, 0.0f);
     float m_new = std::max(sp.m, tile_max);
@@ -705,6 +776,25 @@ std::vector<int> integer_logits(const Problem& p, const Recipe& r, int h, int i,
   for (int gi = 0; gi < g; ++gi) {
     out[gi] = int_dot(&pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d + gi * gs],
                       &pr.k.codes[(static_cast<std::size_t>(kh) * p.k.tokens + j) * d + gi * gs], gs);
+  }
+  return out;
+}
+
+std::vector<float> float_scores(const Problem& p, const Recipe& r, int h, int i, int j0, int count) {
+  validate(p);
+  validate(r);
+  if (format_of(r.q.spec.format).kind == Kind::integer) throw std::invalid_argument("float_scores: the recipe's QK^T is integer");
+  if (j0 < 0 || count < 0 || j0 + count > p.k.tokens) throw std::invalid_argument("float_scores: keys outside [0, N)");
+  const Prepared pr = prepare_all(p, r);
+  const Scorer scorer(p, r, pr);
+  const int kh = h / p.group();
+  std::vector<float> out(static_cast<std::size_t>(count));
+  if (scorer.fp32_tiles()) {
+    scorer.score_tile_fp32(h, kh, i, j0, count, out.data());
+  } else {
+    std::vector<double> terms;
+    std::vector<int> exps;
+    for (int u = 0; u < count; ++u) out[static_cast<std::size_t>(u)] = scorer.score(h, kh, i, j0 + u, terms, exps);
   }
   return out;
 }

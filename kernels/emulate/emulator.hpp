@@ -32,4 +32,9 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
 // for bit-exact comparisons. Returns [groups] int32 values for query i of head h against key j.
 std::vector<int> integer_logits(const Problem& p, const Recipe& r, int h, int i, int j);
 
+// Raw scores (before the softmax scale) of a float recipe's query i of head h against keys
+// j0 .. j0 + count - 1, formed as the emulator forms a fully visible key tile (several keys at once
+// when Q K^T sums in fp32). A test hook for bit-exact comparisons.
+std::vector<float> float_scores(const Problem& p, const Recipe& r, int h, int i, int j0, int count);
+
 }  // namespace qattn

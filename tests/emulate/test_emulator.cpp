@@ -1,6 +1,7 @@
 // The emulator against the float64 reference, against hand-worked cases, and against itself
 // (tiles, threads, split-K), per the recipe features implemented so far.
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kernels/emulate/accumulator.hpp"
@@ -168,6 +169,31 @@ TEST_CASE("integer QK^T logits equal an independent int64 dot product of the cod
             REQUIRE(got[g] == want);
           }
         }
+  }
+}
+
+TEST_CASE("float QK^T summed in fp32: each score is its products rounded to fp32 and added in channel order", "[emulate]") {
+  // 77 keys: the emulator's 32-key and 8-key vector groups and a scalar tail all run.
+  Problem p = random_problem(2, 1, 90, 48, 31);
+  for (float& x : p.q.data) x *= 5.0f;
+  for (FormatId f : {FormatId::fp32, FormatId::fp16, FormatId::bf16, FormatId::e4m3}) {
+    Recipe r = fp32_recipe();
+    r.q = unit(f);
+    r.k = unit(f);
+    const Format fmt = format_of(f);
+    for (int h = 0; h < 2; ++h)
+      for (int i : {0, 41, 89}) {
+        const std::vector<float> got = float_scores(p, r, h, i, 7, 77);
+        for (int u = 0; u < 77; ++u) {
+          float want = 0.0f;
+          for (int c = 0; c < 48; ++c) {
+            const double a = round_to(fmt, p.q(h, i, c)), b = round_to(fmt, p.k(0, 7 + u, c));
+            want = want + static_cast<float>(a * b);
+          }
+          INFO(name_of(f) << " head " << h << " row " << i << " key " << 7 + u);
+          REQUIRE(std::memcmp(&got[static_cast<std::size_t>(u)], &want, sizeof want) == 0);
+        }
+      }
   }
 }
 
