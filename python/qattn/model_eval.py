@@ -1,0 +1,646 @@
+"""What a recipe does to a real model: perplexity and next-token KL with the lab computing attention.
+
+The model (transformers, float32, weights from the GGUF files the dumper uses) reads windows of a
+fixed English text. In every layer the experiment names, attention is computed by the lab for a
+recipe (the emulator, or the GPU kernels with ``backend: gpu``); the other layers, and the baseline,
+run the float64 reference. Everything else is the model's own computation. Per recipe and context it
+reports perplexity over the evaluated positions, its change against the float64-attention model and
+against the model's own attention (its SDPA in float32), the mean and 99th-percentile next-token
+KL(P_float64 || P_recipe), top-1 agreement and KL by position bucket.
+
+Run it (in the dumper's environment, which has torch and transformers):
+
+    .venv-dump/bin/python -m qattn.model_eval EXPERIMENT.json [--force] [--quiet]
+
+Work is saved per (context, window, recipe) unit under OUTPUT/units/, so an interrupted run resumes
+without repeating or losing a unit; the report (config.json, results.jsonl/.csv, summary.md,
+figures/) is rebuilt from the units at the end.
+"""
+import argparse
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from . import _core
+from . import _model_experiment as _exp
+from . import _real_models as _models
+from ._model_experiment import REFERENCE, ExperimentError
+
+SCHEMA = "qattn-model-eval/1"
+BASELINE = "float64"  # every layer's attention by the float64 reference
+OWN = "model"         # the model's own attention (transformers' SDPA, float32)
+
+
+class EvalError(ValueError):
+    """An input the evaluation cannot run; the message names the file, key and what was expected."""
+
+
+# ---- the model, its text and its attention ----
+
+_LOADED = {}
+
+
+def _source_dir():
+    """The source tree this package was built from (for the cache folder and the git commit)."""
+    env = os.environ.get("QATTN_SOURCE_DIR")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "datasets" / "dump" / "real_models.py").exists():
+            return parent
+    return Path.cwd()
+
+
+def _cache_dir():
+    return _source_dir() / "datasets" / "generated" / "cache"
+
+
+def model_facts(name, path="<experiment>"):
+    """Config, tokenizer and token ids of the text, without the weights (fast): for validation."""
+    key = ("facts", name)
+    if key in _LOADED:
+        return _LOADED[key]
+    if name not in _models.MODELS:
+        raise EvalError(f"{path}: $.model: {name!r}; expected one of {', '.join(sorted(_models.MODELS))}")
+    from transformers import AutoConfig, AutoTokenizer
+
+    try:
+        gguf = _models.gguf_path(name, _cache_dir())
+        text, text_source = _models.prose_text()
+    except _models.ModelError as e:
+        raise EvalError(f"{path}: $.model: {e}") from None
+    cfg = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    ids = np.asarray(tok(text).input_ids, dtype=np.int64)
+    facts = {"config": cfg, "gguf": gguf, "ids": ids, "text_source": text_source, "bos": tok.bos_token_id}
+    _LOADED[key] = facts
+    return facts
+
+
+def _model(name):
+    key = ("model", name)
+    if key not in _LOADED:
+        from transformers import AttentionInterface
+
+        AttentionInterface.register("qattn", _lab_attention)
+        _, m, _ = _models.load_model(name, _cache_dir())
+        _LOADED[key] = m
+    return _LOADED[key]
+
+
+def layer_kinds(cfg):
+    """'global' or 'sliding' per layer, from the config (Gemma 3 lists them; Llama has none)."""
+    n = cfg.num_hidden_layers
+    types = getattr(cfg, "layer_types", None)
+    if not types:
+        return ["sliding" if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", False) else "global"] * n
+    return ["sliding" if t == "sliding_attention" else "global" for t in types]
+
+
+def windows_of(ids, bos, context, count):
+    """The evaluated windows: each starts with BOS (when the tokenizer has one) and continues the text."""
+    if bos is not None and len(ids) and ids[0] == bos:
+        body = ids[1:]
+        step = context - 1
+        return [np.concatenate([[bos], body[w * step:(w + 1) * step]]) for w in range(count)], 1 + count * step
+    return [ids[w * context:(w + 1) * context] for w in range(count)], count * context
+
+
+class _Plan:
+    """What computes attention in each layer during one forward pass."""
+
+    def __init__(self, recipes, layers, backend, threads):
+        self.recipes = recipes  # {"global": line, "sliding": line} for the chosen layers
+        self.layers = layers    # set of layer indices, or None for all
+        self.backend = backend
+        self.threads = threads
+        self.seconds = 0.0
+        self.undefined = None
+
+
+_PLAN = None
+
+
+class _UndefinedOutput(Exception):
+    pass
+
+
+def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    import torch
+
+    plan = _PLAN
+    if plan is None:
+        raise RuntimeError("qattn.model_eval: the lab's attention was called outside an evaluation")
+    if attention_mask is not None or query.shape[0] != 1:
+        raise EvalError("qattn.model_eval: the model passed an attention mask or a batch; one unpadded sequence is expected")
+    layer = int(module.layer_idx)
+    window = int(kwargs.get("sliding_window") or getattr(module, "sliding_window", None) or 0)
+    kw = dict(causal=bool(getattr(module, "is_causal", True)), window=window,
+              softmax_scale=float(scaling if scaling is not None else module.scaling))
+    q, k, v = (x[0].detach() for x in (query, key, value))  # [H, N, d] float32 views (DLPack, any strides)
+    line = plan.recipes["sliding" if window else "global"] if plan.layers is None or layer in plan.layers else REFERENCE
+    t0 = time.perf_counter()
+    if line == REFERENCE:
+        out = _core.reference(q, k, v, **kw)["out"]
+    elif plan.backend == "gpu":
+        out = _core.gpu_run(q, k, v, line, **kw)["out"]
+    else:
+        out = _core.emulate(q, k, v, line, threads=plan.threads, **kw)["out"]
+    plan.seconds += time.perf_counter() - t0
+    if not np.all(np.isfinite(out)):
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
+        raise _UndefinedOutput(f"layer {layer}: the recipe's attention output [head {bad[0]}, row {bad[1]}] is not defined "
+                               f"(every P of the row rounded to zero, or an overflow)")
+    o = torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32)).transpose(0, 1).unsqueeze(0)
+    return o, None
+
+
+def hidden_states(model, ids, plan):
+    """The decoder's last hidden states [N, hidden] (after the final norm) with attention by `plan`
+    (None: the model's own SDPA). Returns (hidden, attention seconds)."""
+    import torch
+
+    global _PLAN
+    model.set_attn_implementation("sdpa" if plan is None else "qattn")
+    _PLAN = plan
+    try:
+        with torch.no_grad():
+            h = model.get_decoder()(input_ids=torch.from_numpy(np.asarray(ids))[None], use_cache=False).last_hidden_state[0]
+    finally:
+        _PLAN = None
+    return h, (plan.seconds if plan is not None else 0.0)
+
+
+def logits(model, h):
+    """The model's own head on hidden states [n, hidden]: float32 logits (softcapped if the model does)."""
+    import torch
+
+    with torch.no_grad():
+        z = model.get_output_embeddings()(h)
+        cap = getattr(_models.text_config(model), "final_logit_softcapping", None)
+        if cap:
+            z = torch.tanh(z / cap) * cap
+    return z
+
+
+def compare_positions(model, h_ref, h, ids):
+    """Per evaluated position t (predicting token t+1): the NLL under both models, KL(P_ref || P) and
+    whether their top-1 tokens agree. Log-softmax in float64 so a KL of 1e-9 is still resolved."""
+    import torch
+
+    targets = torch.from_numpy(np.asarray(ids[1:]))
+    n = targets.numel()
+    vocab = model.get_output_embeddings().weight.shape[0]
+    chunk = max(1, (1 << 25) // vocab)  # a few hundred MB of float64 log-probabilities at a time
+    nll, ref_nll, kl = np.empty(n), np.empty(n), np.empty(n)
+    top1 = np.empty(n, dtype=np.uint8)
+    with torch.no_grad():
+        for s in range(0, n, chunk):
+            e = min(n, s + chunk)
+            lr = torch.log_softmax(logits(model, h_ref[s:e]).double(), dim=-1)
+            lp = lr if h is h_ref else torch.log_softmax(logits(model, h[s:e]).double(), dim=-1)
+            t = targets[s:e, None]
+            ref_nll[s:e] = (-lr.gather(1, t)[:, 0]).numpy()
+            nll[s:e] = (-lp.gather(1, t)[:, 0]).numpy()
+            kl[s:e] = (lr.exp() * (lr - lp)).sum(dim=-1).numpy()
+            top1[s:e] = (lr.argmax(dim=-1) == lp.argmax(dim=-1)).numpy()
+    return {"nll": nll, "ref_nll": ref_nll, "kl": kl, "top1": top1}
+
+
+# ---- units, resumption and the report folder ----
+
+def _slug(name):
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:40] or "recipe"
+    return f"{s}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def _atomic_write(path, data, mode="w"):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".tmp.")
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _save_unit(path, arrays, info):
+    buf = io.BytesIO()
+    np.savez(buf, info=np.array(json.dumps(info, sort_keys=True)), **arrays)
+    _atomic_write(path, buf.getvalue(), "wb")
+
+
+def _load_unit(path):
+    with np.load(path) as z:
+        info = json.loads(str(z["info"]))
+        return {k: z[k] for k in z.files if k != "info"}, info
+
+
+class _Lock:
+    """OUTPUT/.lock holds the running process's id; a second run on the same folder is refused."""
+
+    def __init__(self, folder):
+        self.path = Path(folder) / ".lock"
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+                return self
+            except FileExistsError:
+                try:
+                    pid = int(self.path.read_text() or "0")
+                    os.kill(pid, 0)
+                except (ValueError, ProcessLookupError):
+                    self.path.unlink(missing_ok=True)  # its process is gone: a stale lock
+                    continue
+                except PermissionError:
+                    pass
+                raise EvalError(f"{self.path.parent}: another evaluation (process {pid}) is writing this folder") from None
+        raise EvalError(f"{self.path}: cannot take the lock")
+
+    def __exit__(self, *exc):
+        self.path.unlink(missing_ok=True)
+
+
+def _git_commit():
+    try:
+        return subprocess.run(["git", "-C", str(_source_dir()), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _versions():
+    import importlib.metadata as md
+
+    v = {"python": platform.python_version()}
+    for pkg in ("torch", "transformers", "gguf", "numpy"):
+        try:
+            v[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            v[pkg] = "absent"
+    return v
+
+
+def validate(e, path="<experiment>"):
+    """Everything that can be checked before the weights load: the model, contexts against the model
+    and the text, layers, and (backend gpu) that a GPU kernel covers every recipe on every layer kind."""
+    facts = model_facts(e["model"], path)
+    cfg = facts["config"]
+    max_ctx = getattr(cfg, "max_position_embeddings", None)
+    title = _models.MODELS[e["model"]]["title"]
+    for i, c in enumerate(e["contexts"]):
+        if max_ctx and c > max_ctx:
+            raise EvalError(f"{path}: $.contexts[{i}]: {c} tokens; {title} supports at most {max_ctx}")
+        _, need = windows_of(facts["ids"], facts["bos"], c, e["windows"][i])
+        if need > len(facts["ids"]):
+            raise EvalError(f"{path}: $.contexts[{i}]: {e['windows'][i]} window(s) of {c} tokens need {need} tokens; "
+                            f"the text has {len(facts['ids'])} for {title}")
+    n_layers = cfg.num_hidden_layers
+    if e["layers"] != "all":
+        for i, layer in enumerate(e["layers"]):
+            if layer >= n_layers:
+                raise EvalError(f"{path}: $.layers[{i}]: {layer}; {title} has layers 0..{n_layers - 1}")
+    if getattr(cfg, "attn_logit_softcapping", None):
+        raise EvalError(f"{path}: $.model: {title} soft-caps attention logits, which no recipe models")
+    if e["backend"] == "gpu":
+        if not _core.gpu_available():
+            raise EvalError(f"{path}: $.backend: 'gpu', but this qattn was built without GPU kernels; "
+                            "configure with -DQATTN_GPU=CUDA (or use backend 'emulate')")
+        kinds = layer_kinds(cfg)
+        chosen = range(n_layers) if e["layers"] == "all" else e["layers"]
+        hq, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
+        d = getattr(cfg, "head_dim", None) or cfg.hidden_size // hq
+        rng = np.random.default_rng(0)
+        for name, r in e["recipes"].items():
+            for kind in sorted({kinds[i] for i in chosen}):
+                if r[kind] == REFERENCE:
+                    continue
+                window = getattr(cfg, "sliding_window", 0) if kind == "sliding" else 0
+                for c in e["contexts"]:
+                    q = rng.standard_normal((hq, c, d)).astype(np.float32)
+                    kv = rng.standard_normal((hkv, c, d)).astype(np.float32)
+                    why = _core.gpu_not_covered(q, kv, kv, r[kind], causal=True, window=window, softmax_scale=d ** -0.5)
+                    if why:
+                        raise EvalError(f"{path}: $.recipes[{json.dumps(name)}]: no GPU kernel runs it on the {kind} layers "
+                                        f"at {c} tokens: {why}")
+    return facts
+
+
+def _configs(e):
+    """(name, recipes-by-kind or None for the model's own attention) in evaluation order."""
+    ref = {kind: REFERENCE for kind in _exp.KINDS}
+    return [(BASELINE, ref), (OWN, None)] + list(e["recipes"].items())
+
+
+class _Progress:
+    """Units done and an ETA on stderr. A unit's expected cost grows with its context: the model's
+    share linearly, attention's quadratically (the weights below); skipped units count as done."""
+
+    def __init__(self, weights, quiet):
+        self.left, self.quiet, self.done, self.total = sum(weights), quiet, 0, len(weights)
+        self.spent = self.weight_done = 0.0
+
+    @staticmethod
+    def weight(context):
+        return context + context * context / 4096.0
+
+    def step(self, what, seconds, weight, skipped=False):
+        self.done += 1
+        self.left -= weight
+        if skipped or self.quiet:
+            return
+        self.spent += seconds
+        self.weight_done += weight
+        eta = self.spent / self.weight_done * self.left
+        print(f"[{self.done}/{self.total}] {what}: {seconds:.1f} s; ETA {eta / 60:.1f} min", file=sys.stderr, flush=True)
+
+
+def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
+    """Run (or resume) an evaluation. `experiment`: a file path or a dict (the experiment file's
+    contents). Returns the report's rows (results.jsonl)."""
+    import torch
+
+    if isinstance(experiment, (str, os.PathLike)):
+        path = str(experiment)
+        e = _exp.load(path)
+    else:
+        path = path or "<experiment>"
+        e = _exp.parse(experiment, path)
+    facts = validate(e, path)
+    out = Path(e["output"])
+    config_path = out / "config.json"
+    if out.exists():
+        written = None
+        if config_path.exists():
+            try:
+                written = json.loads(config_path.read_text())
+            except json.JSONDecodeError:
+                written = None
+        ours = isinstance(written, dict) and written.get("schema") == SCHEMA
+        if not ours and any(out.iterdir()):
+            raise EvalError(f"{out}: the folder exists and was not written by qattn.model_eval; choose another output")
+        if ours and written.get("experiment") != e:
+            if not force:
+                changed = sorted(k for k in set(e) | set(written.get("experiment", {}))
+                                 if e.get(k) != written.get("experiment", {}).get(k))
+                raise EvalError(f"{out}: written by a different experiment (changed: {', '.join(changed)}); "
+                                "pass --force to start it over")
+            shutil.rmtree(out)
+        elif ours and force:
+            shutil.rmtree(out)
+    with _Lock(out):
+        torch.set_num_threads(e["threads"])
+        torch.use_deterministic_algorithms(True)
+        cfg = facts["config"]
+        provenance = {
+            "model": _models.MODELS[e["model"]]["title"], "weights": _models.MODELS[e["model"]]["weights"],
+            "gguf_file": f"{facts['gguf'].name} (sha256 {_models.sha256_file(facts['gguf'])})",
+            "text_source": facts["text_source"], "text_tokens": int(len(facts["ids"])),
+            "layers": int(cfg.num_hidden_layers), "layer_kinds": layer_kinds(cfg),
+            "git_commit": _git_commit(), "versions": _versions(), "threads": e["threads"],
+            "command_line": command_line or "qattn.model_eval.run(...)",
+            "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        if not config_path.exists():
+            _atomic_write(config_path, json.dumps({"schema": SCHEMA, "experiment": e, "provenance": provenance}, indent=2) + "\n")
+        model = None
+        configs = _configs(e)
+        progress = _Progress([_Progress.weight(c) for c, count in zip(e["contexts"], e["windows"]) for _ in range(count * len(configs))], quiet)
+        layers = None if e["layers"] == "all" else set(e["layers"])
+        for c, count in zip(e["contexts"], e["windows"]):
+            wins, _ = windows_of(facts["ids"], facts["bos"], c, count)
+            for w, ids in enumerate(wins):
+                udir = out / "units" / f"c{c}" / f"w{w}"
+                h_ref = None
+                for name, recipes in configs:
+                    unit = udir / f"{_slug(name)}.npz"
+                    if unit.exists():
+                        progress.step(name, 0, _Progress.weight(c), skipped=True)
+                        continue
+                    if model is None:
+                        model = _model(e["model"])
+                    t0 = time.perf_counter()
+                    hidden_cache = udir / "float64-hidden.npy"
+                    if h_ref is None:
+                        if hidden_cache.exists():
+                            h_ref = torch.from_numpy(np.load(hidden_cache))
+                        else:
+                            h_ref, _ = hidden_states(model, ids, _Plan({k: REFERENCE for k in _exp.KINDS}, None, "emulate", e["threads"]))
+                            buf = io.BytesIO()
+                            np.save(buf, h_ref.numpy())
+                            _atomic_write(hidden_cache, buf.getvalue(), "wb")
+                    info = {"recipe": name, "context": c, "window": w, "tokens_sha256": hashlib.sha256(np.asarray(ids).tobytes()).hexdigest()}
+                    try:
+                        if name == BASELINE:
+                            h, att = h_ref, 0.0
+                        else:
+                            plan = None if recipes is None else _Plan(recipes, layers, e["backend"], e["threads"])
+                            h, att = hidden_states(model, ids, plan)
+                        t1 = time.perf_counter()
+                        arrays = compare_positions(model, h_ref, h, ids)
+                        info.update(failed=None, forward_seconds=t1 - t0, attention_seconds=att,
+                                    metrics_seconds=time.perf_counter() - t1)
+                    except _UndefinedOutput as err:
+                        arrays = {}
+                        info.update(failed=str(err), forward_seconds=time.perf_counter() - t0, attention_seconds=0.0, metrics_seconds=0.0)
+                    _save_unit(unit, arrays, info)
+                    progress.step(f"context {c}, window {w}, {name}", time.perf_counter() - t0, _Progress.weight(c))
+        rows = _report(e, out, configs, provenance)
+        for c, count in zip(e["contexts"], e["windows"]):
+            for w in range(count):
+                (out / "units" / f"c{c}" / f"w{w}" / "float64-hidden.npy").unlink(missing_ok=True)
+    return rows
+
+
+# ---- the report ----
+
+def _row(e, name, recipes, c, units, own):
+    failed = [u[1]["failed"] for u in units if u[1]["failed"]]
+    seconds = sum(u[1]["forward_seconds"] + u[1]["metrics_seconds"] for u in units)
+    attention = sum(u[1]["attention_seconds"] for u in units)
+    row = {"recipe": name, "context": c, "windows": len(units), "backend": e["backend"] if recipes else "model",
+           "recipe_global": recipes["global"] if recipes else "sdpa float32", "recipe_sliding": recipes["sliding"] if recipes else "sdpa float32",
+           "seconds": round(seconds, 3), "attention_seconds": round(attention, 3)}
+    if failed:
+        row.update(failed=failed[0], positions=None, ppl=None, ppl_float64=None, ppl_model=None, dppl_vs_float64=None,
+                   dppl_vs_float64_pct=None, dppl_vs_model=None, kl_mean=None, kl_p99=None, top1_agree=None, kl_by_bucket=None)
+        return row
+    cat = lambda key, us: np.concatenate([u[0][key] for u in us])  # noqa: E731
+    nll, kl, top1 = cat("nll", units), cat("kl", units), cat("top1", units)
+    ppl = math.exp(nll.mean())
+    ppl_f64 = math.exp(cat("ref_nll", units).mean())
+    ppl_own = math.exp(cat("nll", own).mean()) if own and not any(u[1]["failed"] for u in own) else None
+    positions = np.concatenate([np.arange(len(u[0]["nll"])) for u in units])
+    buckets = []
+    for i, start in enumerate(e["buckets"]):
+        end = e["buckets"][i + 1] if i + 1 < len(e["buckets"]) else c
+        sel = (positions >= start) & (positions < end)
+        if start >= c - 1 or not sel.any():
+            break
+        buckets.append({"start": start, "end": min(end, c - 1), "positions": int(sel.sum()), "kl_mean": float(kl[sel].mean()),
+                        "dnll_mean": float((nll[sel] - cat("ref_nll", units)[sel]).mean())})
+    row.update(failed=None, positions=int(nll.size), ppl=ppl, ppl_float64=ppl_f64, ppl_model=ppl_own,
+               dppl_vs_float64=ppl - ppl_f64, dppl_vs_float64_pct=100.0 * (ppl / ppl_f64 - 1.0),
+               dppl_vs_model=(ppl - ppl_own) if ppl_own is not None else None,
+               kl_mean=float(kl.mean()), kl_p99=float(np.quantile(kl, 0.99)), top1_agree=float(top1.mean()), kl_by_bucket=buckets)
+    return row
+
+
+def _fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def _report(e, out, configs, provenance):
+    rows = []
+    for c, count in zip(e["contexts"], e["windows"]):
+        loaded = {name: [_load_unit(out / "units" / f"c{c}" / f"w{w}" / f"{_slug(name)}.npz") for w in range(count)]
+                  for name, _ in configs}
+        for name, recipes in configs:
+            rows.append(_row(e, name, recipes, c, loaded[name], loaded[OWN]))
+    _atomic_write(out / "results.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    cols = ["recipe", "context", "windows", "positions", "backend", "ppl", "ppl_float64", "ppl_model", "dppl_vs_float64",
+            "dppl_vs_float64_pct", "dppl_vs_model", "kl_mean", "kl_p99", "top1_agree", "seconds", "attention_seconds", "failed",
+            "recipe_global", "recipe_sliding"]
+    buf = io.StringIO()
+    wr = csv.writer(buf, lineterminator="\n")
+    wr.writerow(cols)
+    for r in rows:
+        wr.writerow(["" if r[k] is None else r[k] for k in cols])
+    _atomic_write(out / "results.csv", buf.getvalue())
+    # Figure data: KL and NLL change by position bucket; perplexity change against context.
+    buf = io.StringIO()
+    wr = csv.writer(buf, lineterminator="\n")
+    wr.writerow(["recipe", "context", "bucket_start", "bucket_end", "positions", "kl_mean", "dnll_mean"])
+    for r in rows:
+        for b in r["kl_by_bucket"] or []:
+            wr.writerow([r["recipe"], r["context"], b["start"], b["end"], b["positions"], b["kl_mean"], b["dnll_mean"]])
+    _atomic_write(out / "figures" / "kl_by_position.csv", buf.getvalue())
+    buf = io.StringIO()
+    wr = csv.writer(buf, lineterminator="\n")
+    wr.writerow(["recipe", "context", "ppl", "dppl_vs_float64_pct", "kl_mean"])
+    for r in rows:
+        if r["ppl"] is not None:
+            wr.writerow([r["recipe"], r["context"], r["ppl"], r["dppl_vs_float64_pct"], r["kl_mean"]])
+    _atomic_write(out / "figures" / "ppl_vs_context.csv", buf.getvalue())
+    _figures(out, rows)
+    lines = [f"# {e['name']}: {provenance['model']}, attention by the lab ({e['backend']}) in "
+             f"{'every layer' if e['layers'] == 'all' else 'layers ' + ', '.join(map(str, e['layers']))}", "",
+             f"Text: {provenance['text_source']}; windows per context: "
+             f"{', '.join(f'{c}: {w}' for c, w in zip(e['contexts'], e['windows']))}, each starting with BOS. "
+             "PPL over every evaluated position; KL(P_float64 || P) per next-token distribution.", ""]
+    for c in e["contexts"]:
+        lines += [f"## context {c}", "",
+                  "| recipe | PPL | vs float64 | % | vs model | KL mean | KL p99 | top-1 agree | KL last bucket | time s (attention) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            if r["context"] != c:
+                continue
+            if r["failed"]:
+                lines.append(f"| {r['recipe']} | failed: {r['failed']} | | | | | | | | {r['seconds']:.0f} |")
+                continue
+            last = r["kl_by_bucket"][-1] if r["kl_by_bucket"] else None
+            lines.append(f"| {r['recipe']} | {r['ppl']:.4f} | {r['dppl_vs_float64']:+.4f} | {r['dppl_vs_float64_pct']:+.2f} | "
+                         f"{_fmt(r['dppl_vs_model'], '+.4f')} | {r['kl_mean']:.2e} | {r['kl_p99']:.2e} | {r['top1_agree']:.4f} | "
+                         f"{_fmt(last and last['kl_mean'], '.2e')} ({last['start'] if last else '-'}+) | "
+                         f"{r['seconds']:.0f} ({r['attention_seconds']:.0f}) |")
+        lines.append("")
+    lines += ["Recipes:", ""] + [f"- {n}: {r['global'] if r['global'] == r['sliding'] else 'global ' + r['global'] + '; sliding ' + r['sliding']}"
+                                 for n, r in e["recipes"].items()] + [""]
+    _atomic_write(out / "summary.md", "\n".join(lines))
+    return rows
+
+
+def _figures(out, rows):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("qattn.model_eval: matplotlib is not installed; figures/ holds the CSV data only", file=sys.stderr)
+        return
+    names = list(dict.fromkeys(r["recipe"] for r in rows if r["recipe"] != BASELINE))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for n in names:
+        pts = [(r["context"], r["dppl_vs_float64_pct"]) for r in rows if r["recipe"] == n and r["ppl"] is not None]
+        if pts:
+            ax.plot(*zip(*sorted(pts)), marker="o", label=n)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context (tokens)")
+    ax.set_ylabel("perplexity change vs float64 attention (%)")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    _atomic_write(out / "figures" / "ppl_vs_context.png", buf.getvalue(), "wb")
+    contexts = sorted({r["context"] for r in rows})
+    fig, axes = plt.subplots(1, len(contexts), figsize=(5 * len(contexts), 4), squeeze=False)
+    for ax, c in zip(axes[0], contexts):
+        for n in names:
+            r = next((r for r in rows if r["recipe"] == n and r["context"] == c), None)
+            if r and r["kl_by_bucket"]:
+                ax.plot([(b["start"] + b["end"]) / 2 for b in r["kl_by_bucket"]], [max(b["kl_mean"], 1e-12) for b in r["kl_by_bucket"]],
+                        marker="o", label=n)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"context {c}")
+        ax.set_xlabel("position (bucket middle)")
+        ax.set_ylabel("mean KL(P_float64 || P)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    _atomic_write(out / "figures" / "kl_by_position.png", buf.getvalue(), "wb")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m qattn.model_eval", description=__doc__.split("\n")[0])
+    ap.add_argument("experiment", help="the experiment JSON file")
+    ap.add_argument("--force", action="store_true", help="start over in a folder an earlier (or different) experiment wrote")
+    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    try:
+        rows = run(a.experiment, force=a.force, quiet=a.quiet,
+                   command_line=" ".join(shlex.quote(x) for x in [sys.executable, "-m", "qattn.model_eval", *sys.argv[1:]]))
+    except (ExperimentError, EvalError, ValueError) as err:
+        print(f"qattn.model_eval: error: {err}", file=sys.stderr)
+        return 2
+    out = _exp.load(a.experiment)["output"]
+    if not a.quiet:
+        print(f"qattn.model_eval: {len(rows)} rows in {out}/ ({time.time() - t0:.0f} s)", file=sys.stderr)
+    print(Path(out, "summary.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

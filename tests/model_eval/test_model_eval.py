@@ -1,0 +1,119 @@
+"""qattn.model_eval on SmolLM2 at 256 tokens: the hook reproduces the model, the float64 control is
+exact, int8 P is measurably worse than e4m3 P, an interrupted run resumes to identical rows, and bad
+input is refused before any work. Runs in the dumper's environment (torch, transformers)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import qattn
+from qattn import model_eval as me
+
+FP32 = "q=fp32 k=fp32 p=fp32 v=fp32"
+P_INT8 = "q=fp32 k=fp32 p=int8/static:127 v=fp32"
+P_E4M3 = "q=fp32 k=fp32 p=e4m3/static:448 v=fp32"
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    facts = me.model_facts("smollm2")
+    return me._model("smollm2"), facts
+
+
+def test_fp32_recipe_reproduces_the_models_own_logits(smollm2):
+    model, facts = smollm2
+    ids = facts["ids"][:256]
+    h_own, _ = me.hidden_states(model, ids, None)
+    h_fp32, seconds = me.hidden_states(model, ids, me._Plan({"global": FP32, "sliding": FP32}, None, "emulate", 2))
+    assert seconds > 0  # the lab's attention ran
+    own, fp32 = me.logits(model, h_own).numpy(), me.logits(model, h_fp32).numpy()
+    # Both are float32 attention, summed in different orders (the emulator's 64-key tiles vs torch's
+    # SDPA): ~1e-6 relative per layer, grown through 30 layers to ~1e-4 of the logits' size; 1e-3
+    # fails on any real difference (a wrong mask, scale or head mapping moves logits by whole units).
+    rel = np.abs(own - fp32).max() / np.abs(own).max()
+    assert rel < 1e-3, rel
+
+
+def test_float64_control_is_exact_and_int8_p_is_worse_than_e4m3(tmp_path):
+    exp = {"name": "t", "model": "smollm2", "contexts": [256], "windows": 2,
+           "recipes": {"float64 control": "reference", "int8 P 127": P_INT8, "e4m3 P 448": P_E4M3},
+           "buckets": [0, 64], "output": str(tmp_path / "r")}
+    rows = {r["recipe"]: r for r in me.run(exp, quiet=True)}
+    assert set(rows) == {"float64", "model", "float64 control", "int8 P 127", "e4m3 P 448"}
+    control = rows["float64 control"]
+    # The same float64 attention in a second forward pass: identical logits, so KL is exactly 0.
+    assert control["kl_mean"] == 0.0 and control["kl_p99"] == 0.0 and control["top1_agree"] == 1.0
+    assert control["ppl"] == control["ppl_float64"] and control["positions"] == 2 * 255
+    bad, good = rows["int8 P 127"], rows["e4m3 P 448"]
+    assert bad["kl_mean"] > 2 * good["kl_mean"], (bad["kl_mean"], good["kl_mean"])
+    assert bad["top1_agree"] < good["top1_agree"]
+    for r in rows.values():
+        assert all(not (isinstance(v, float) and not np.isfinite(v)) for v in r.values()), r
+    assert [b["start"] for b in bad["kl_by_bucket"]] == [0, 64]
+    for f in ("config.json", "results.jsonl", "results.csv", "summary.md", "figures/kl_by_position.csv",
+              "figures/ppl_vs_context.csv", "figures/kl_by_position.png", "figures/ppl_vs_context.png"):
+        assert (tmp_path / "r" / f).exists(), f
+    assert not list((tmp_path / "r" / "units").rglob("*-hidden.npy"))  # the baseline's cache is removed at the end
+
+
+def _cli(path, *args):
+    env = dict(os.environ)
+    return subprocess.Popen([sys.executable, "-m", "qattn.model_eval", str(path), "--quiet", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _rows(folder):
+    with open(folder / "results.jsonl") as f:
+        rows = [json.loads(line) for line in f]
+    for r in rows:  # wall times differ between runs; everything else must not
+        del r["seconds"], r["attention_seconds"]
+    return rows
+
+
+def test_an_interrupted_run_resumes_to_identical_rows(tmp_path):
+    def experiment(out):
+        path = tmp_path / f"{out}.json"
+        path.write_text(json.dumps({"name": "resume", "model": "smollm2", "contexts": [128], "windows": 3,
+                                    "recipes": {"int8 P": P_INT8, "e4m3 P": P_E4M3}, "output": str(tmp_path / out)}))
+        return path
+
+    whole = _cli(experiment("whole"))
+    assert whole.wait(timeout=600) == 0, whole.stderr.read()
+    cut = _cli(experiment("cut"))
+    units = tmp_path / "cut" / "units"
+    deadline = time.time() + 600
+    while time.time() < deadline and len(list(units.rglob("*.npz"))) < 5 and cut.poll() is None:
+        time.sleep(0.2)
+    cut.send_signal(signal.SIGKILL)
+    cut.wait()
+    done = {p: p.stat().st_mtime_ns for p in units.rglob("*.npz")}
+    assert 5 <= len(done) < 12 and not (tmp_path / "cut" / "results.jsonl").exists()
+    resumed = _cli(experiment("cut"))
+    assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
+    assert all(p.stat().st_mtime_ns == t for p, t in done.items())  # finished units were not redone
+    assert _rows(tmp_path / "cut") == _rows(tmp_path / "whole")
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"model": "llama9"}, r"\$\.model: 'llama9'; expected one of gemma3, smollm2"),
+    ({"contexts": [9000]}, r"\$\.contexts\[0\]: 9000 tokens; SmolLM2-135M-Instruct supports at most 8192"),
+    ({"contexts": [8192], "windows": 14}, r"\$\.contexts\[0\]: 14 window\(s\) of 8192 tokens need .* tokens; the text has 112483"),
+    ({"backend": "gpu"}, r"\$\.backend: 'gpu', but this qattn was built without GPU kernels"),
+    ({"recipes": {"x": "q=int9"}}, r"\$\.recipes\[\"x\"\]: .*int9"),
+    ({"recipe": "q=fp32"}, r"\$\.recipe: unknown key"),
+    ({"layers": [30]}, r"\$\.layers\[0\]: 30; SmolLM2-135M-Instruct has layers 0\.\.29"),
+    ({"windows": [1, 2]}, r"\$\.windows: .*2 counts for 1 contexts"),
+])
+def test_bad_input_is_refused_before_any_work(tmp_path, change, message):
+    if change.get("backend") == "gpu" and qattn.gpu_available():
+        pytest.skip("this build has GPU kernels")
+    exp = {"name": "bad", "model": "smollm2", "contexts": [128], "recipes": {"fp32": FP32}, "output": str(tmp_path / "o")}
+    exp.update(change)
+    with pytest.raises(ValueError, match=message):
+        me.run(exp, quiet=True, path="bad.json")
+    assert not (tmp_path / "o").exists()
