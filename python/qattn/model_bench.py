@@ -36,7 +36,7 @@ def bench(model_name, context, recipe, backend="emulate", threads=2):
         h, attention = me.hidden_states(model, ids, plan)
         passes.append((name, time.perf_counter() - t, attention, h))
     t = time.perf_counter()
-    me.compare_positions(model, passes[1][3], passes[2][3], ids)
+    me.compare_positions(model, passes[1][3], {"recipe": passes[2][3]}, ids)
     metrics = time.perf_counter() - t
     return {"load": load, "passes": [(n, s, a) for n, s, a, _ in passes], "metrics": metrics}
 

@@ -172,6 +172,20 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
     return o, None
 
 
+def _forward_kept(model, ids, plan, path):
+    """hidden_states, kept in `path` (an .npz; an earlier pass's file is read instead of recomputing)."""
+    import torch
+
+    if path.exists():
+        with np.load(path) as z:
+            return torch.from_numpy(z["h"]), float(z["attention_seconds"])
+    h, seconds = hidden_states(model, ids, plan)
+    buf = io.BytesIO()
+    np.savez(buf, h=h.numpy(), attention_seconds=np.float64(seconds))
+    _atomic_write(path, buf.getvalue(), "wb")
+    return h, seconds
+
+
 def hidden_states(model, ids, plan):
     """The decoder's last hidden states [N, hidden] (after the final norm) with attention by `plan`
     (None: the model's own SDPA). Returns (hidden, attention seconds)."""
@@ -200,28 +214,34 @@ def logits(model, h):
     return z
 
 
-def compare_positions(model, h_ref, h, ids):
-    """Per evaluated position t (predicting token t+1): the NLL under both models, KL(P_ref || P) and
-    whether their top-1 tokens agree. Log-softmax in float64 so a KL of 1e-9 is still resolved."""
+def compare_positions(model, h_ref, hidden, ids):
+    """Per evaluated position t (predicting token t+1), for each model in `hidden` (name -> hidden
+    states): its NLL and the baseline's, KL(P_ref || P) and whether their top-1 tokens agree. The
+    baseline's log-probabilities are formed once per chunk for all of them; log-softmax in float64
+    so that a KL of 1e-9 is still resolved."""
     import torch
 
     targets = torch.from_numpy(np.asarray(ids[1:]))
     n = targets.numel()
     vocab = model.get_output_embeddings().weight.shape[0]
     chunk = max(1, (1 << 25) // vocab)  # a few hundred MB of float64 log-probabilities at a time
-    nll, ref_nll, kl = np.empty(n), np.empty(n), np.empty(n)
-    top1 = np.empty(n, dtype=np.uint8)
+    out = {name: {"nll": np.empty(n), "ref_nll": np.empty(n), "kl": np.empty(n), "top1": np.empty(n, dtype=np.uint8)}
+           for name in hidden}
     with torch.no_grad():
         for s in range(0, n, chunk):
             e = min(n, s + chunk)
             lr = torch.log_softmax(logits(model, h_ref[s:e]).double(), dim=-1)
-            lp = lr if h is h_ref else torch.log_softmax(logits(model, h[s:e]).double(), dim=-1)
+            pr, top_r = lr.exp(), lr.argmax(dim=-1)
             t = targets[s:e, None]
-            ref_nll[s:e] = (-lr.gather(1, t)[:, 0]).numpy()
-            nll[s:e] = (-lp.gather(1, t)[:, 0]).numpy()
-            kl[s:e] = (lr.exp() * (lr - lp)).sum(dim=-1).numpy()
-            top1[s:e] = (lr.argmax(dim=-1) == lp.argmax(dim=-1)).numpy()
-    return {"nll": nll, "ref_nll": ref_nll, "kl": kl, "top1": top1}
+            ref_nll = (-lr.gather(1, t)[:, 0]).numpy()
+            for name, h in hidden.items():
+                lp = lr if h is h_ref else torch.log_softmax(logits(model, h[s:e]).double(), dim=-1)
+                o = out[name]
+                o["ref_nll"][s:e] = ref_nll
+                o["nll"][s:e] = (-lp.gather(1, t)[:, 0]).numpy()
+                o["kl"][s:e] = (pr * (lr - lp)).sum(dim=-1).numpy()
+                o["top1"][s:e] = (top_r == lp.argmax(dim=-1)).numpy()
+    return out
 
 
 # ---- units, resumption and the report folder ----
@@ -437,44 +457,50 @@ def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
             wins, _ = windows_of(facts["ids"], facts["bos"], c, count)
             for w, ids in enumerate(wins):
                 udir = out / "units" / f"c{c}" / f"w{w}"
-                h_ref = None
+                pending = []
                 for name, recipes in configs:
-                    unit = udir / f"{_slug(name)}.npz"
-                    if unit.exists():
+                    if (udir / f"{_slug(name)}.npz").exists():
                         progress.step(name, 0, _Progress.weight(c), skipped=True)
-                        continue
-                    if model is None:
-                        model = _model(e["model"])
+                    else:
+                        pending.append((name, recipes))
+                if not pending:
+                    continue
+                if model is None:
+                    model = _model(e["model"])
+                info0 = {"context": c, "window": w, "tokens_sha256": hashlib.sha256(np.asarray(ids).tobytes()).hexdigest()}
+                # Forward passes first, each kept on disk until the window's metrics are written, so
+                # an interruption loses at most the pass under way.
+                ref_plan = _Plan({k: REFERENCE for k in _exp.KINDS}, None, "emulate", e["threads"])
+                h_ref, _ = _forward_kept(model, ids, ref_plan, udir / "float64.hidden")
+                hidden, infos = {}, {}
+                for name, recipes in pending:
                     t0 = time.perf_counter()
-                    hidden_cache = udir / "float64-hidden.npy"
-                    if h_ref is None:
-                        if hidden_cache.exists():
-                            h_ref = torch.from_numpy(np.load(hidden_cache))
-                        else:
-                            h_ref, _ = hidden_states(model, ids, _Plan({k: REFERENCE for k in _exp.KINDS}, None, "emulate", e["threads"]))
-                            buf = io.BytesIO()
-                            np.save(buf, h_ref.numpy())
-                            _atomic_write(hidden_cache, buf.getvalue(), "wb")
-                    info = {"recipe": name, "context": c, "window": w, "tokens_sha256": hashlib.sha256(np.asarray(ids).tobytes()).hexdigest()}
+                    info = dict(info0, recipe=name, failed=None, attention_seconds=0.0)
                     try:
                         if name == BASELINE:
-                            h, att = h_ref, 0.0
+                            h = h_ref
                         else:
                             plan = None if recipes is None else _Plan(recipes, layers, e["backend"], e["threads"])
-                            h, att = hidden_states(model, ids, plan)
-                        t1 = time.perf_counter()
-                        arrays = compare_positions(model, h_ref, h, ids)
-                        info.update(failed=None, forward_seconds=t1 - t0, attention_seconds=att,
-                                    metrics_seconds=time.perf_counter() - t1)
+                            h, info["attention_seconds"] = _forward_kept(model, ids, plan, udir / f"{_slug(name)}.hidden")
+                        hidden[name] = h
                     except _UndefinedOutput as err:
-                        arrays = {}
-                        info.update(failed=str(err), forward_seconds=time.perf_counter() - t0, attention_seconds=0.0, metrics_seconds=0.0)
-                    _save_unit(unit, arrays, info)
-                    progress.step(f"context {c}, window {w}, {name}", time.perf_counter() - t0, _Progress.weight(c))
+                        info["failed"] = str(err)
+                    info["forward_seconds"] = time.perf_counter() - t0
+                    infos[name] = info
+                    progress.step(f"context {c}, window {w}, {name}", info["forward_seconds"], _Progress.weight(c))
+                t0 = time.perf_counter()
+                metrics = compare_positions(model, h_ref, hidden, ids)
+                share = (time.perf_counter() - t0) / max(1, len(hidden))  # the shared pass, split evenly
+                for name, _ in pending:
+                    infos[name]["metrics_seconds"] = share if name in metrics else 0.0
+                    _save_unit(udir / f"{_slug(name)}.npz", metrics.get(name, {}), infos[name])
+                for name, _ in pending:
+                    (udir / f"{_slug(name)}.hidden").unlink(missing_ok=True)
+                (udir / "float64.hidden").unlink(missing_ok=True)
+                if not quiet:
+                    print(f"context {c}, window {w}: metrics of {len(hidden)} models in {share * len(hidden):.1f} s",
+                          file=sys.stderr, flush=True)
         rows = _report(e, out, configs, provenance)
-        for c, count in zip(e["contexts"], e["windows"]):
-            for w in range(count):
-                (out / "units" / f"c{c}" / f"w{w}" / "float64-hidden.npy").unlink(missing_ok=True)
     return rows
 
 

@@ -58,7 +58,7 @@ def test_float64_control_is_exact_and_int8_p_is_worse_than_e4m3(tmp_path):
     for f in ("config.json", "results.jsonl", "results.csv", "summary.md", "figures/kl_by_position.csv",
               "figures/ppl_vs_context.csv", "figures/kl_by_position.png", "figures/ppl_vs_context.png"):
         assert (tmp_path / "r" / f).exists(), f
-    assert not list((tmp_path / "r" / "units").rglob("*-hidden.npy"))  # the baseline's cache is removed at the end
+    assert not list((tmp_path / "r" / "units").rglob("*.hidden"))  # the forward passes' files are removed at the end
 
 
 def _cli(path, *args):
@@ -82,17 +82,19 @@ def test_an_interrupted_run_resumes_to_identical_rows(tmp_path):
                                     "recipes": {"int8 P": P_INT8, "e4m3 P": P_E4M3}, "output": str(tmp_path / out)}))
         return path
 
-    whole = _cli(experiment("whole"))
-    assert whole.wait(timeout=600) == 0, whole.stderr.read()
+    me.run(str(experiment("whole")), quiet=True)  # uninterrupted, in this process
     cut = _cli(experiment("cut"))
     units = tmp_path / "cut" / "units"
+    # Killed while window 1's forward passes are under way: window 0's four units are written, some
+    # of window 1's passes are kept in .hidden files, nothing of the report exists yet.
     deadline = time.time() + 600
-    while time.time() < deadline and len(list(units.rglob("*.npz"))) < 5 and cut.poll() is None:
-        time.sleep(0.2)
+    while time.time() < deadline and cut.poll() is None and not (
+            len(list(units.rglob("*.npz"))) >= 4 and list((units / "c128" / "w1").glob("*.hidden"))):
+        time.sleep(0.05)
     cut.send_signal(signal.SIGKILL)
     cut.wait()
     done = {p: p.stat().st_mtime_ns for p in units.rglob("*.npz")}
-    assert 5 <= len(done) < 12 and not (tmp_path / "cut" / "results.jsonl").exists()
+    assert 4 <= len(done) < 12 and not (tmp_path / "cut" / "results.jsonl").exists()
     resumed = _cli(experiment("cut"))
     assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
     assert all(p.stat().st_mtime_ns == t for p, t in done.items())  # finished units were not redone
