@@ -78,12 +78,26 @@ def prose_text():
     return text, f"{TEXT_FILE} (Debian libpython3.11-stdlib; Python documentation topics, {len(topics)} topics in key order; sha256 {sha256_file(TEXT_FILE)})"
 
 
-def load_model(model, cache_dir, attn_implementation="sdpa"):
-    """(tokenizer, model, path): the model in float32, eval mode, from its GGUF file."""
+def text_file(path):
+    """(text, source) of a UTF-8 text file given instead of the default text."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        text = data.decode("utf-8")
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ModelError(f"{path}: byte {e.start} is not UTF-8; expected a UTF-8 text file") from None
+    return text, f"{path} ({len(text)} characters; sha256 {hashlib.sha256(data).hexdigest()})"
+
+
+def load_model(model, cache_dir, attn_implementation="sdpa", gguf=None):
+    """(tokenizer, model, path): the model in float32, eval mode, from its GGUF file (`gguf`: a file
+    given instead of the one its package carries)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = gguf_path(model, cache_dir)
+    path = Path(gguf) if gguf else gguf_path(model, cache_dir)
     tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     m = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
                                              attn_implementation=attn_implementation)

