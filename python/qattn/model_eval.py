@@ -582,7 +582,7 @@ def _report(e, out, configs, provenance):
         if r["ppl"] is not None:
             wr.writerow([r["recipe"], r["context"], r["ppl"], r["dppl_vs_float64_pct"], r["kl_mean"]])
     _atomic_write(out / "figures" / "ppl_vs_context.csv", buf.getvalue())
-    _figures(out, rows)
+    _figures(out, rows, provenance["model"])
     lines = [f"# {e['name']}: {provenance['model']}, attention by the lab ({e['backend']}) in "
              f"{'every layer' if e['layers'] == 'all' else 'layers ' + ', '.join(map(str, e['layers']))}", "",
              f"Weights: {provenance['gguf_file']}. Text: {provenance['text_source']}; windows per context: "
@@ -610,7 +610,7 @@ def _report(e, out, configs, provenance):
     return rows
 
 
-def _figures(out, rows):
+def _figures(out, rows, model):
     try:
         import matplotlib
 
@@ -628,6 +628,7 @@ def _figures(out, rows):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context (tokens)")
     ax.set_ylabel("perplexity change vs float64 attention (%)")
+    ax.set_title(f"{model}: every evaluated position, windows pooled")
     ax.axhline(0, color="k", lw=0.5)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -645,7 +646,7 @@ def _figures(out, rows):
                         marker="o", label=n)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_title(f"context {c}")
+        ax.set_title(f"{model}, context {c}")
         ax.set_xlabel("position (bucket middle)")
         ax.set_ylabel("mean KL(P_float64 || P)")
     axes[0][0].legend(fontsize=7)
