@@ -546,6 +546,24 @@ def _row(e, name, recipes, c, units, own):
     return row
 
 
+def _write_csv(path, header, rows):
+    buf = io.StringIO()
+    wr = csv.writer(buf, lineterminator="\n")
+    wr.writerow(header)
+    wr.writerows(rows)
+    _atomic_write(path, buf.getvalue())
+
+
+def _save_png(fig, path):
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    _atomic_write(path, buf.getvalue(), "wb")
+
+
 def _fmt(x, spec):
     return "-" if x is None else format(x, spec)
 
@@ -561,27 +579,14 @@ def _report(e, out, configs, provenance):
     cols = ["recipe", "context", "windows", "positions", "backend", "ppl", "ppl_float64", "ppl_model", "dppl_vs_float64",
             "dppl_vs_float64_pct", "dppl_vs_model", "kl_mean", "kl_p99", "top1_agree", "seconds", "attention_seconds", "failed",
             "recipe_global", "recipe_sliding"]
-    buf = io.StringIO()
-    wr = csv.writer(buf, lineterminator="\n")
-    wr.writerow(cols)
-    for r in rows:
-        wr.writerow(["" if r[k] is None else r[k] for k in cols])
-    _atomic_write(out / "results.csv", buf.getvalue())
+    _write_csv(out / "results.csv", cols, [["" if r[k] is None else r[k] for k in cols] for r in rows])
     # Figure data: KL and NLL change by position bucket; perplexity change against context.
-    buf = io.StringIO()
-    wr = csv.writer(buf, lineterminator="\n")
-    wr.writerow(["recipe", "context", "bucket_start", "bucket_end", "positions", "kl_mean", "dnll_mean"])
-    for r in rows:
-        for b in r["kl_by_bucket"] or []:
-            wr.writerow([r["recipe"], r["context"], b["start"], b["end"], b["positions"], b["kl_mean"], b["dnll_mean"]])
-    _atomic_write(out / "figures" / "kl_by_position.csv", buf.getvalue())
-    buf = io.StringIO()
-    wr = csv.writer(buf, lineterminator="\n")
-    wr.writerow(["recipe", "context", "ppl", "dppl_vs_float64_pct", "kl_mean"])
-    for r in rows:
-        if r["ppl"] is not None:
-            wr.writerow([r["recipe"], r["context"], r["ppl"], r["dppl_vs_float64_pct"], r["kl_mean"]])
-    _atomic_write(out / "figures" / "ppl_vs_context.csv", buf.getvalue())
+    _write_csv(out / "figures" / "kl_by_position.csv",
+               ["recipe", "context", "bucket_start", "bucket_end", "positions", "kl_mean", "dnll_mean"],
+               [[r["recipe"], r["context"], b["start"], b["end"], b["positions"], b["kl_mean"], b["dnll_mean"]]
+                for r in rows for b in r["kl_by_bucket"] or []])
+    _write_csv(out / "figures" / "ppl_vs_context.csv", ["recipe", "context", "ppl", "dppl_vs_float64_pct", "kl_mean"],
+               [[r["recipe"], r["context"], r["ppl"], r["dppl_vs_float64_pct"], r["kl_mean"]] for r in rows if r["ppl"] is not None])
     _figures(out, rows, provenance["model"])
     lines = [f"# {e['name']}: {provenance['model']}, attention by the lab ({e['backend']}) in "
              f"{'every layer' if e['layers'] == 'all' else 'layers ' + ', '.join(map(str, e['layers']))}", "",
@@ -631,11 +636,7 @@ def _figures(out, rows, model):
     ax.set_title(f"{model}: every evaluated position, windows pooled")
     ax.axhline(0, color="k", lw=0.5)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    _atomic_write(out / "figures" / "ppl_vs_context.png", buf.getvalue(), "wb")
+    _save_png(fig, out / "figures" / "ppl_vs_context.png")
     contexts = sorted({r["context"] for r in rows})
     fig, axes = plt.subplots(1, len(contexts), figsize=(5 * len(contexts), 4), squeeze=False)
     for ax, c in zip(axes[0], contexts):
@@ -650,11 +651,7 @@ def _figures(out, rows, model):
         ax.set_xlabel("position (bucket middle)")
         ax.set_ylabel("mean KL(P_float64 || P)")
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    _atomic_write(out / "figures" / "kl_by_position.png", buf.getvalue(), "wb")
+    _save_png(fig, out / "figures" / "kl_by_position.png")
 
 
 def main(argv=None):
