@@ -1,6 +1,6 @@
 #include "reference/attention.hpp"
 
-#include <Eigen/Dense>
+#include "reference/eigen.hpp"
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -4,7 +4,7 @@
 #include <fmt/core.h>
 #include <omp.h>
 
-#include <Eigen/Dense>
+#include "reference/eigen.hpp"
 #include <algorithm>
 #include <chrono>
 #include <random>
