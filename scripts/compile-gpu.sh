@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Compiles the GPU builds that cannot run on a machine without a GPU, as CI does (.ci/run): the CUDA
+# build (QATTN_GPU=CUDA, sm_89 and sm_90a) when nvcc is present, and the HIP build (QATTN_GPU=HIP)
+# when its packages are (install-deps.sh installs them on Debian 12). Nothing runs. About 16 minutes
+# on the 2-core development machine, so the README's test command (scripts/test.sh) leaves it out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${QATTN_BUILD_DIR:-build}
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "compile-gpu: the CUDA build (QATTN_GPU=CUDA, compile only)"
+  cmake -S . -B "$build-cuda" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_GPU=CUDA >/dev/null
+  cmake --build "$build-cuda" --parallel --target qattn_gpu test_gpu qattn
+else
+  echo "compile-gpu: no nvcc; the CUDA build is skipped"
+fi
+if command -v clang++-15 >/dev/null 2>&1 && [[ -e /usr/include/hip/hip_runtime.h ]]; then
+  echo "compile-gpu: the HIP build (QATTN_GPU=HIP, compile only)"
+  cmake -S . -B "$build-hip" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_GPU=HIP >/dev/null
+  cmake --build "$build-hip" --parallel --target qattn_gpu test_gpu qattn
+elif (. /etc/os-release && [[ $ID == debian && $VERSION_ID == 12 ]]); then
+  echo "compile-gpu: clang++-15 or the HIP headers are missing, though install-deps.sh installs them here" >&2
+  exit 1
+else
+  echo "compile-gpu: no HIP toolchain (clang++-15, libamdhip64-dev); the HIP build is skipped"
+fi
+echo "compile-gpu: PASS (the GPU builds compiled)"
