@@ -1,6 +1,7 @@
 #include "reference/attention.hpp"
 
 #include "reference/eigen.hpp"
+#include "kernels/problem/parallel_tasks.hpp"
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -111,22 +112,20 @@ ReferenceResult reference_attention(const Problem& p, const ReferenceOptions& op
   res.out = TensorD(hq, static_cast<int>(res.rows.size()), d);
   const std::size_t blocks = (res.rows.size() + opt.block_q - 1) / opt.block_q;
   const auto tasks = static_cast<long>(blocks * hq);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (long t = 0; t < tasks; ++t) {
+  parallel_tasks(tasks, 0, [&](long t) {
     const int h = static_cast<int>(t / static_cast<long>(blocks));
     const std::size_t r0 = (t % blocks) * opt.block_q;
     const std::size_t r1 = std::min(res.rows.size(), r0 + opt.block_q);
     attend_block(p, k[h / group], v[h / group], h, res.rows, r0, r1, opt.block_k, res.out);
-  }
+  });
 
   res.probs = TensorD(hq, static_cast<int>(res.prob_rows.size()), n);
   const auto prob_tasks = static_cast<long>(hq * res.prob_rows.size());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (long t = 0; t < prob_tasks; ++t) {
+  parallel_tasks(prob_tasks, 0, [&](long t) {
     const int h = static_cast<int>(t / static_cast<long>(res.prob_rows.size()));
     const int r = static_cast<int>(t % static_cast<long>(res.prob_rows.size()));
     probability_row(p, k[h / group], h, res.prob_rows[r], res.probs.row(h, r));
-  }
+  });
   return res;
 }
 

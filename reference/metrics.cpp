@@ -1,5 +1,7 @@
 #include "reference/metrics.hpp"
 
+#include "kernels/problem/numeric_failure.hpp"
+
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -13,11 +15,19 @@ ErrorMetrics compare(std::span<const double> ref, std::span<const double> x) {
                                 std::to_string(x.size()) + "; expected equal lengths");
   }
   if (ref.empty()) throw std::invalid_argument("metrics: no values to compare");
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = x.size(); i-- > 0;)
+    if (!std::isfinite(x[i])) ++bad, first = i;
+  if (bad) {
+    throw NumericFailure("the result has " + std::to_string(bad) + " non-finite value(s) of " + std::to_string(x.size()) +
+                         " (first: element " + std::to_string(first) + " = " + (std::isnan(x[first]) ? "NaN" : "Inf") + ")");
+  }
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(ref[i])) throw NumericFailure("the float64 reference has a non-finite value (element " + std::to_string(i) + "): the input overflows it");
+  }
   double sig = 0, err2 = 0, err1 = 0, abs_ref = 0, dot = 0, xx = 0, max_abs = 0;
-  bool nan = false;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double e = x[i] - ref[i];
-    nan |= std::isnan(e);
     sig += ref[i] * ref[i];
     err2 += e * e;
     err1 += std::fabs(e);
@@ -35,7 +45,7 @@ ErrorMetrics compare(std::span<const double> ref, std::span<const double> x) {
   m.rel_l2 = std::sqrt(err2 / sig);
   m.rel_l1 = err1 / abs_ref;
   m.cosine = xx == 0 ? 0.0 : dot / std::sqrt(xx * sig);
-  m.max_abs = nan ? std::numeric_limits<double>::quiet_NaN() : max_abs;
+  m.max_abs = max_abs;
   return m;
 }
 

@@ -2,12 +2,16 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <new>
+#include <string>
 
 #include "harness/cli/commands.hpp"
 #include "harness/io/dataset_file.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"qattn: an accuracy laboratory for quantized flash attention"};
+  app.set_version_flag("--version", std::string("qattn ") + QATTN_VERSION + " (build " + QATTN_CLI_BUILD_TYPE + ", GPU kernels: " +
+                                        (std::string(QATTN_GPU_NAME) == "NONE" ? "none" : QATTN_GPU_NAME) + ")");
   app.require_subcommand(1);
   std::map<CLI::App*, qattn::cli::Action> actions;
   const auto add = [&](qattn::cli::Action (*adder)(CLI::App&)) {
@@ -27,12 +31,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error exits 2 (CLI11's own codes are 100 and up).
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   }
   try {
     for (auto& [sub, action] : actions) {
       if (sub->parsed()) return action();
     }
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "qattn: error: out of memory: the request (contexts, rows, heads, tiles or splits) needs more memory than this machine has\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qattn: error: %s\n", e.what());
     return 1;

@@ -1,6 +1,8 @@
 #include "harness/experiment/experiment.hpp"
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -36,14 +38,39 @@ T get(const Experiment& e, const json& j, const std::string& where, const char* 
   try {
     return j.get<T>();
   } catch (const json::exception&) {
-    bad(e, where, std::string("expected ") + expected + ", got " + j.dump());
+    bad(e, where, std::string("expected ") + expected + ", got " + json_brief(j));
   }
 }
 
+// An integer in [lo, hi]: JSON numbers that are not integers, or outside the range (2^32, -1 for a
+// count, 1e20), are errors rather than a silent wrap or truncation.
+long long get_int(const Experiment& e, const json& j, const std::string& where, long long lo, long long hi, const char* expected) {
+  const bool integral = j.is_number_integer() || (j.is_number_float() && std::isfinite(j.get<double>()) && j.get<double>() == std::floor(j.get<double>()));
+  if (!integral) bad(e, where, std::string("expected ") + expected + ", got " + json_brief(j));
+  const bool fits = j.is_number_unsigned() ? j.get<unsigned long long>() <= static_cast<unsigned long long>(hi)
+                    : j.is_number_integer() ? j.get<long long>() >= lo && j.get<long long>() <= hi
+                                            : j.get<double>() >= static_cast<double>(lo) && j.get<double>() <= static_cast<double>(hi);
+  if (!fits) bad(e, where, std::string("expected ") + expected + " in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + json_brief(j));
+  return j.is_number_float() ? static_cast<long long>(j.get<double>()) : j.get<long long>();
+}
+
+std::vector<int> get_ints(const Experiment& e, const json& j, const std::string& where, long long lo, long long hi, const char* expected) {
+  if (!j.is_array()) bad(e, where, std::string("expected a list of ") + expected + ", got " + json_brief(j));
+  std::vector<int> out;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string w = where + "[" + std::to_string(i) + "]";
+    const int v = static_cast<int>(get_int(e, j[i], w, lo, hi, expected));
+    for (std::size_t k = 0; k < out.size(); ++k)
+      if (out[k] == v) bad(e, w, std::to_string(v) + " is listed twice (also at [" + std::to_string(k) + "]); each unit runs once");
+    out.push_back(v);
+  }
+  return out;
+}
+
 std::string layer_name(const Experiment& e, const json& j, const std::string& where) {
-  if (j.is_number_integer()) return std::to_string(j.get<long long>());
+  if (j.is_number_integer()) return std::to_string(get_int(e, j, where, 0, std::numeric_limits<int>::max(), "a layer index"));
   if (j.is_string()) return j.get<std::string>();
-  bad(e, where, "expected a layer index or name, got " + j.dump());
+  bad(e, where, "expected a layer index or name, got " + json_brief(j));
 }
 
 // "p": ["int8/static:127", ...] each with a static multiplier: threshold = flush_threshold / S.
@@ -71,9 +98,11 @@ Experiment read_experiment(const std::string& path) {
   if (!j.contains("dataset")) bad(e, "dataset", "missing; expected the path of an HDF5 dump");
   e.dataset = get<std::string>(e, j["dataset"], "dataset", "a string");
   e.output = j.contains("output") ? get<std::string>(e, j["output"], "output", "a string") : "reports/" + e.name;
-  if (j.contains("seed")) e.seed = get<std::uint64_t>(e, j["seed"], "seed", "a non-negative integer");
-  if (j.contains("kl_rows")) e.kl_rows = get<int>(e, j["kl_rows"], "kl_rows", "an integer");
-  if (e.kl_rows < 0) bad(e, "kl_rows", "expected >= 0");
+  if (j.contains("seed")) {
+    if (!j["seed"].is_number_unsigned()) bad(e, "seed", "expected a non-negative integer, got " + json_brief(j["seed"]));
+    e.seed = j["seed"].get<std::uint64_t>();
+  }
+  if (j.contains("kl_rows")) e.kl_rows = static_cast<int>(get_int(e, j["kl_rows"], "kl_rows", 0, 1 << 20, "a row count (0 = no KL)"));
 
   if (j.contains("selection")) {
     const json& s = j["selection"];
@@ -81,14 +110,17 @@ Experiment read_experiment(const std::string& path) {
     only_keys(e, s, "selection", {"layers", "heads", "contexts", "rows"});
     if (s.contains("layers")) {
       if (!s["layers"].is_array()) bad(e, "selection.layers", "expected a list of layer indices");
-      for (std::size_t i = 0; i < s["layers"].size(); ++i) e.layers.push_back(layer_name(e, s["layers"][i], "selection.layers[" + std::to_string(i) + "]"));
+      for (std::size_t i = 0; i < s["layers"].size(); ++i) {
+        const std::string where = "selection.layers[" + std::to_string(i) + "]";
+        const std::string name = layer_name(e, s["layers"][i], where);
+        for (std::size_t k = 0; k < e.layers.size(); ++k)
+          if (e.layers[k] == name) bad(e, where, "layer " + name + " is listed twice (also at [" + std::to_string(k) + "]); each unit runs once");
+        e.layers.push_back(name);
+      }
     }
-    if (s.contains("heads")) e.heads = get<std::vector<int>>(e, s["heads"], "selection.heads", "a list of query-head indices");
-    if (s.contains("contexts")) e.contexts = get<std::vector<int>>(e, s["contexts"], "selection.contexts", "a list of token counts");
-    for (std::size_t i = 0; i < e.contexts.size(); ++i)
-      if (e.contexts[i] <= 0) bad(e, "selection.contexts[" + std::to_string(i) + "]", "expected a positive token count");
-    if (s.contains("rows")) e.rows = get<int>(e, s["rows"], "selection.rows", "an integer (sampled query rows; 0 = all)");
-    if (e.rows < 0) bad(e, "selection.rows", "expected >= 0");
+    if (s.contains("heads")) e.heads = get_ints(e, s["heads"], "selection.heads", 0, std::numeric_limits<int>::max(), "query-head indices");
+    if (s.contains("contexts")) e.contexts = get_ints(e, s["contexts"], "selection.contexts", 1, std::numeric_limits<int>::max(), "positive token counts");
+    if (s.contains("rows")) e.rows = static_cast<int>(get_int(e, s["rows"], "selection.rows", 0, std::numeric_limits<int>::max(), "a row count (sampled query rows; 0 = all)"));
   }
 
   // Named recipes: {"name": "line" | {...}} or a list of lines / objects.
@@ -136,6 +168,10 @@ Experiment read_experiment(const std::string& path) {
     }
     for (std::size_t i = 0; i < lines.size(); ++i) {
       const std::string where = "sweep (combination " + std::to_string(i) + ": " + lines[i] + ")";
+      for (const auto& [n, rr] : e.recipes) {
+        (void)rr;
+        if (n == lines[i]) bad(e, where, "the recipe '" + lines[i] + "' is already in the experiment (a named recipe or an earlier combination); each recipe runs once");
+      }
       try {
         e.recipes.emplace_back(lines[i], recipe_from_string(lines[i]));
       } catch (const std::invalid_argument& err) {

@@ -1,6 +1,7 @@
 #include "harness/experiment/runner.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
+#include "kernels/problem/numeric_failure.hpp"
 #include "reference/attention.hpp"
 #include "reference/channel_stats.hpp"
 #include "reference/metrics.hpp"
@@ -73,6 +75,99 @@ std::uint64_t mix(std::uint64_t seed, const std::string& layer, int ctx) {
   return (h ^ static_cast<std::uint64_t>(ctx)) * 0x100000001b3ull;
 }
 
+constexpr const char* kReportMarker = ".qattn-report";
+
+// A folder qattn wrote: it holds the marker (or, from before the marker, config.json and a results log).
+bool is_report_folder(const fs::path& dir) {
+  if (!fs::is_directory(dir)) return false;
+  if (fs::exists(dir / kReportMarker)) return true;
+  return fs::exists(dir / "config.json") && (fs::exists(dir / "results.jsonl") || fs::exists(dir / "results.csv"));
+}
+
+// --force: the report's own files only (a user file put in the folder stays).
+void remove_report_contents(const fs::path& dir) {
+  for (const char* f : {"results.jsonl", "results.csv", "stats.jsonl", "not_covered.jsonl", "failed.jsonl", "summary.md", "config.json"}) {
+    fs::remove(dir / f);
+  }
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir / "figures", ec)) {
+    if (f.path().extension() == ".csv" || f.path().extension() == ".png") fs::remove(f.path());
+  }
+}
+
+// An exclusive lock on DIR/.lock for the run's lifetime (flock: released when the process ends,
+// however it ends, so a killed run never leaves the folder locked).
+class ReportLock {
+ public:
+  explicit ReportLock(const fs::path& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fd_ = ::open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::invalid_argument(dir.string() + ": cannot create or write the report folder");
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw std::invalid_argument(dir.string() + ": another qattn run is writing this report folder; wait for it to finish");
+    }
+  }
+  ~ReportLock() { ::close(fd_); }
+  ReportLock(const ReportLock&) = delete;
+  ReportLock& operator=(const ReportLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// --resume completes the same experiment only: the stored config must agree on what defines the
+// units and their numbers (dataset, selection, seed, recipes); otherwise old and new rows would mix.
+void refuse_changed_experiment(const fs::path& dir, const json& now) {
+  if (!fs::exists(dir / "config.json")) return;
+  json before;
+  try {
+    before = json::parse(std::ifstream(dir / "config.json"));
+  } catch (const json::exception&) {
+    throw std::invalid_argument((dir / "config.json").string() + ": not valid JSON; the report cannot be resumed (use --force to replace it)");
+  }
+  std::vector<std::string> changed;
+  for (const char* k : {"dataset_fnv1a64", "layers", "heads", "contexts", "rows", "kl_rows", "seed", "p_formats", "backend"}) {
+    if (before.value(k, json()) != now[k]) changed.push_back(k);
+  }
+  const json rb = before.value("recipes", json::object());
+  for (const auto& [name, line] : now["recipes"].items()) {
+    if (rb.contains(name) && rb[name] != line) changed.push_back("recipes." + name + " (" + rb[name].get<std::string>() + " -> " + line.get<std::string>() + ")");
+  }
+  for (const auto& [name, line] : rb.items()) {
+    (void)line;
+    if (!now["recipes"].contains(name)) changed.push_back("recipes." + name + " (removed)");
+  }
+  if (changed.empty()) return;
+  std::string list;
+  for (const auto& c : changed) list += (list.empty() ? "" : ", ") + c;
+  throw std::invalid_argument(dir.string() + ": the experiment changed since this report was written (" + list +
+                              "); --resume would mix old and new results: use --force to start over, or another 'output'");
+}
+
+// Why the output cannot be scored ("" when every element is finite): names the head, row and channel.
+std::string non_finite_output(const std::vector<double>& out, int hq, int rows, int d, const std::vector<int>& heads, const std::vector<int>& row_ids) {
+  std::size_t bad = 0, first = out.size();
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (!std::isfinite(out[i])) bad += 1, first = std::min(first, i);
+  if (bad == 0) return "";
+  const std::size_t per_head = static_cast<std::size_t>(rows) * d;
+  (void)hq;
+  return fmt::format("the output has {} non-finite value(s) of {} (first: head {}, row {}, channel {} is {}): every P of a row flushed to "
+                     "zero (0 / 0) or an overflow",
+                     bad, out.size(), heads[first / per_head], row_ids[(first % per_head) / d], first % d, std::isnan(out[first]) ? "NaN" : "Inf");
+}
+
+template <class P>
+void record_failure(const fs::path& dir, const std::string& layer, int ctx, const std::string& recipe, const std::string& backend,
+                    const std::string& why, P& progress) {
+  append_durable(dir / "failed.jsonl",
+                 json{{"layer", layer}, {"context", ctx}, {"recipe", recipe}, {"backend", backend}, {"reason", why}}.dump() + "\n");
+  fmt::print(stderr, "qattn: warning: layer {} context {} recipe '{}' failed: {}\n", layer, ctx, recipe, why);
+  progress.step(fmt::format("layer {} ctx {} {}: failed", layer, ctx, recipe));
+}
+
 void write_outputs(const Experiment& e, const fs::path& dir) {
   const std::vector<json> rows = read_log(dir / "results.jsonl");
   const std::vector<json> stats = read_log(dir / "stats.jsonl");
@@ -113,6 +208,14 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
     md += fmt::format("| `{}` | {} | {:.2f} | {:.2f} | {:.3e} | {} | {} |\n", name, count, sum_db / count, worst, l2 / count,
                       kl_count ? fmt::format("{:.3e}", kl / kl_count) : "-", fl_count ? fmt::format("{:.4f}", fl / fl_count) : "-");
   }
+  const std::vector<json> failed = read_log(dir / "failed.jsonl");
+  if (!failed.empty()) {
+    md += "\nFailed (no metrics: the result is not a number the lab reports):\n\n";
+    for (const json& u : failed) {
+      md += fmt::format("- `{}`, layer {}, context {}: {}\n", u["recipe"].get<std::string>(), u["layer"].get<std::string>(), u["context"].get<int>(),
+                        u["reason"].get<std::string>());
+    }
+  }
   const std::vector<json> uncovered = read_log(dir / "not_covered.jsonl");
   if (!uncovered.empty()) {
     md += "\nNot covered by the GPU kernels (not run, never silently emulated):\n\n";
@@ -129,12 +232,12 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   for (const json& s : stats) {
     const std::string key = fmt::format("{},{},{}", s["layer"].get<std::string>(), s["head"].get<int>(), s["context"].get<int>());
     if (s["kind"] == "decades") {
-      for (int k = 0; k < kDecades; ++k) decades += fmt::format("{},{},{}\n", key, lows[k], s["mass"][k].get<double>());
+      for (int k = 0; k < kDecades; ++k) decades += fmt::format("{},{},{}\n", key, lows[k], as_double(s["mass"][k]));
     } else if (s["kind"] == "flushed") {
-      flushed += fmt::format("{},{},{},{}\n", key, s["p_format"].get<std::string>(), s["threshold"].get<double>(), s["mass"].get<double>());
+      flushed += fmt::format("{},{},{},{}\n", key, s["p_format"].get<std::string>(), s["threshold"].get<double>(), as_double(s["mass"]));
     } else if (s["kind"] == "outliers") {
-      outliers += fmt::format("{},{},{},{},{},{}\n", key, s["tensor"].get<std::string>(), s["ratio_raw"].get<double>(),
-                              s["ratio_smoothed"].get<double>(), s["levels_raw"].get<double>(), s["levels_smoothed"].get<double>());
+      outliers += fmt::format("{},{},{},{},{},{}\n", key, s["tensor"].get<std::string>(), as_double(s["ratio_raw"]),
+                              as_double(s["ratio_smoothed"]), as_double(s["levels_raw"]), as_double(s["levels_smoothed"]));
     }
   }
   fs::create_directories(dir / "figures");
@@ -182,17 +285,25 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
     if (c > info.n_tokens) throw std::invalid_argument(e.file + ": selection.contexts: " + std::to_string(c) + " tokens asked; " + e.dataset + " has " + std::to_string(info.n_tokens));
 
   const fs::path dir(e.output);
+  if (opt.resume && opt.force) throw std::invalid_argument("run: --resume and --force exclude each other (complete the report, or replace it)");
   if (fs::exists(dir) && !opt.resume && !opt.force) {
     throw std::invalid_argument(dir.string() + ": the report folder exists; pass --resume to complete it or --force to replace it");
   }
-  if (opt.force && !opt.resume) fs::remove_all(dir);
+  if (fs::exists(dir) && !is_report_folder(dir)) {
+    throw std::invalid_argument(dir.string() + ": exists but is not a report folder qattn wrote (no " + std::string(kReportMarker) +
+                                "); --resume and --force act only on those: choose another 'output' or remove it yourself");
+  }
+  const ReportLock lock(dir);  // one writer per folder: a second run on it is refused, not interleaved
+  if (opt.force) remove_report_contents(dir);
   std::error_code ec;
   fs::create_directories(dir / "figures", ec);
   if (ec || ::access(dir.c_str(), W_OK) != 0) throw std::invalid_argument(dir.string() + ": cannot create or write the report folder");
+  write_atomic(dir / kReportMarker, "qattn report folder: `qattn run --force` may replace what is in it\n");
 
   std::set<std::string> done;
   for (const json& r : read_log(dir / "results.jsonl")) done.insert(unit_key(r["layer"], r["context"], r["recipe"]));
   for (const json& r : read_log(dir / "not_covered.jsonl")) done.insert(unit_key(r["layer"], r["context"], r["recipe"]));
+  for (const json& r : read_log(dir / "failed.jsonl")) done.insert(unit_key(r["layer"], r["context"], r["recipe"]));
   std::set<std::string> stats_done;
   for (const json& s : read_log(dir / "stats.jsonl")) stats_done.insert(s["layer"].get<std::string>() + "|" + std::to_string(s["context"].get<int>()));
 
@@ -213,6 +324,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
                        {"seed", e.seed}, {"sampled_rows", sampled}, {"recipes", recipes}, {"p_formats", p_formats},
                        {"backend", opt.backend}, {"git_commit", git_commit()}, {"build_type", QATTN_BUILD_TYPE},
                        {"date", now_utc()}, {"command_line", opt.command_line}};
+  if (opt.resume) refuse_changed_experiment(dir, config);
   write_atomic(dir / "config.json", config.dump(2) + "\n");
 
   std::size_t total = 0;
@@ -255,7 +367,8 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           const json base = {{"layer", l}, {"head", slice.q_heads[h]}, {"context", c}};
           json dj = base;
           dj["kind"] = "decades";
-          dj["mass"] = mean;
+          dj["mass"] = json::array();
+          for (const double x : mean) dj["mass"].push_back(num(x));
           lines += dj.dump() + "\n";
           for (const auto& pf : e.p_formats) {
             double m = 0;
@@ -265,7 +378,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
             fj["kind"] = "flushed";
             fj["p_format"] = pf.label;
             fj["threshold"] = pf.threshold;
-            fj["mass"] = m;
+            fj["mass"] = num(m);
             lines += fj.dump() + "\n";
           }
           // Channel outliers of Q (this head) and of K and V (its KV head), raw and after
@@ -276,10 +389,10 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
             json oj = base;
             oj["kind"] = "outliers";
             oj["tensor"] = tname;
-            oj["ratio_raw"] = raw.ratio;
-            oj["ratio_smoothed"] = sm.ratio;
-            oj["levels_raw"] = raw.int8_levels_median;
-            oj["levels_smoothed"] = sm.int8_levels_median;
+            oj["ratio_raw"] = num(raw.ratio);
+            oj["ratio_smoothed"] = num(sm.ratio);
+            oj["levels_raw"] = num(raw.int8_levels_median);
+            oj["levels_smoothed"] = num(sm.int8_levels_median);
             lines += oj.dump() + "\n";
           }
         }
@@ -307,7 +420,12 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
         } else {
           EmulatorOptions eo;
           eo.prob_rows = kl_rows;
-          emu = emulate(p, recipe, eo);
+          try {
+            emu = emulate(p, recipe, eo);
+          } catch (const NumericFailure& f) {
+            record_failure(dir, l, c, name, opt.backend, f.what(), progress);
+            continue;
+          }
           emu_out.assign(emu.out.data.begin(), emu.out.data.end());
         }
         const bool have_p_rows = opt.backend != "gpu" && !kl_rows.empty();
@@ -316,6 +434,10 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
         const double threshold = static_p ? flush_threshold(format_of(recipe.p.spec.format)) / recipe.p.spec.multiplier : 0;
         std::string lines;
         double pooled_err = 0, pooled_sig = 0;
+        if (const std::string why = non_finite_output(emu_out, hq, static_cast<int>(ref.rows.size()), d, slice.q_heads, ref.rows); !why.empty()) {
+          record_failure(dir, l, c, name, opt.backend, why, progress);
+          continue;
+        }
         for (int h = 0; h < hq; ++h) {
           const ErrorMetrics m = compare(std::span(ref_out).subspan(h * per_head, per_head), std::span(emu_out).subspan(h * per_head, per_head));
           double kl = 0, tv = 0, fl = 0;

@@ -17,6 +17,7 @@
 #include "harness/io/outputs_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
+#include "kernels/problem/numeric_failure.hpp"
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
 
@@ -171,13 +172,21 @@ void score_outputs(const ScoreOptions& opt) {
     p.rows = u.out->rows_listed || static_cast<int>(u.out->rows.size()) != u.context ? RowSelection::list_of(u.out->rows) : RowSelection::all_rows();
     const ReferenceResult ref = reference_attention(p, {});
     EmulatorResult emu;
-    if (u.has_recipe) emu = emulate(p, u.recipe);
+    std::string recipe_failed;
+    bool emulated = false;
+    if (u.has_recipe) {
+      try {
+        emu = emulate(p, u.recipe);
+        emulated = true;
+      } catch (const NumericFailure& f) {
+        recipe_failed = std::string("the recipe cannot be emulated on this input: ") + f.what();
+      }
+    }
     const int hq = p.q.heads, d = p.q.dim;
     const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
     // A recipe whose emulation has no defined output here (e.g. every P flushed: 0 / 0, or all
     // zeros) cannot be compared with: its columns are left empty with the reason, never NaN.
-    std::string recipe_failed;
-    if (u.has_recipe) {
+    if (emulated) {
       for (std::size_t x = 0; x < emu.out.data.size() && recipe_failed.empty(); ++x) {
         if (!std::isfinite(emu.out.data[x])) {
           recipe_failed = fmt::format("the recipe's emulation gives {} at head {}, row {}, channel {} (e.g. every P flushed)",
@@ -189,8 +198,8 @@ void score_outputs(const ScoreOptions& opt) {
         for (std::size_t x = h * per_head; x < (h + 1) * per_head && zero; ++x) zero = emu.out.data[x] == 0;
         if (zero) recipe_failed = fmt::format("the recipe's emulation is all zeros on head {}: no reference for the kernel's own error", h);
       }
-      if (!recipe_failed.empty()) fmt::print(stderr, "qattn: warning: {} layer {} context {}: {}\n", u.kernel, u.layer, u.context, recipe_failed);
     }
+    if (!recipe_failed.empty()) fmt::print(stderr, "qattn: warning: {} layer {} context {}: {}\n", u.kernel, u.layer, u.context, recipe_failed);
     const bool compare_recipe = u.has_recipe && recipe_failed.empty();
     const std::vector<double> kern(u.out->o.data.begin(), u.out->o.data.end()), emu_d(emu.out.data.begin(), emu.out.data.end());
     Line line{u.kernel, u.layer, u.recipe_line, u.context, hq, static_cast<int>(ref.rows.size()), {}, {}, {}, {}, compare_recipe};

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <unistd.h>
@@ -39,6 +40,9 @@ TensorShape check_tensor(const std::string& file, const H5::Group& g, const std:
   s.dims.resize(3);
   sp.getSimpleExtentDims(s.dims.data());
   if (s.dims[0] == 0 || s.dims[1] == 0 || s.dims[2] == 0) fail(file, where, "shape " + shape_text(s.dims) + " has an empty dimension");
+  for (const hsize_t n : s.dims) {
+    if (n > static_cast<hsize_t>(std::numeric_limits<int>::max())) fail(file, where, "shape " + shape_text(s.dims) + "; expected each dimension at most 2147483647");
+  }
   const auto dt = float_dtype(ds);
   if (!dt) fail(file, where, "dtype " + type_text(ds) + "; expected float16, bfloat16 or float32");
   s.dtype = *dt;
@@ -70,7 +74,9 @@ LayerInfo check_layer(const std::string& file, const H5::Group& layers, const st
   if (causal != 0 && causal != 1) fail(file, path, "attribute 'causal' = " + std::to_string(causal) + "; expected 0 or 1");
   info.causal = causal == 1;
   const long long window = need(file, path, attrs, "sliding_window", AttrValue::Kind::integer, "an integer >= 0 (0 = none)").i;
-  if (window < 0) fail(file, path, "attribute 'sliding_window' = " + std::to_string(window) + "; expected >= 0 (0 = none)");
+  if (window < 0 || window > std::numeric_limits<int>::max()) {
+    fail(file, path, "attribute 'sliding_window' = " + std::to_string(window) + "; expected 0 (none) .. 2147483647");
+  }
   info.sliding_window = static_cast<int>(window);
   info.softmax_scale = as_real(need(file, path, attrs, "softmax_scale", AttrValue::Kind::real, "a positive float"));
   if (!(info.softmax_scale > 0) || !std::isfinite(info.softmax_scale)) {
@@ -79,6 +85,13 @@ LayerInfo check_layer(const std::string& file, const H5::Group& layers, const st
   info.rope = need(file, path, attrs, "rope", AttrValue::Kind::string, "\"applied\" or \"none\"").s;
   if (info.rope != "applied" && info.rope != "none") fail(file, path, "attribute 'rope' = \"" + info.rope + "\"; expected \"applied\" or \"none\"");
   return info;
+}
+
+// Decimal strings by value, of any length (a layer may be named 99999999999999999999).
+bool numeric_less(const std::string& a, const std::string& b) {
+  const std::string x = a.substr(std::min(a.find_first_not_of('0'), a.size() - 1));
+  const std::string y = b.substr(std::min(b.find_first_not_of('0'), b.size() - 1));
+  return x.size() != y.size() ? x.size() < y.size() : x < y;
 }
 
 // Reads q/k/v[head, 0:tokens, :] as float (exactly: 16-bit values are decoded by the lab's codec).
@@ -175,6 +188,9 @@ DatasetInfo open_dataset(const std::string& path) {
       need(path, "/", info.attrs, key, AttrValue::Kind::string, "a string");
     }
     const long long n_tokens = need(path, "/", info.attrs, "n_tokens", AttrValue::Kind::integer, "the token count").i;
+    if (n_tokens < 1 || n_tokens > std::numeric_limits<int>::max()) {
+      fail(path, "/", "attribute 'n_tokens' = " + std::to_string(n_tokens) + "; expected 1 .. 2147483647");
+    }
 
     if (!f.nameExists("layers") || f.childObjType("layers") != H5O_TYPE_GROUP) {
       fail(path, "/layers", "missing group; expected /layers/<L> groups holding q, k, v");
@@ -184,7 +200,7 @@ DatasetInfo open_dataset(const std::string& path) {
     for (hsize_t i = 0; i < layers.getNumObjs(); ++i) names.push_back(layers.getObjnameByIdx(i));
     if (names.empty()) fail(path, "/layers", "is empty; expected at least one layer");
     std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-      if (is_number(a) && is_number(b)) return std::stoll(a) < std::stoll(b);
+      if (is_number(a) && is_number(b)) return numeric_less(a, b);
       return a < b;
     });
     for (const std::string& name : names) {

@@ -1,5 +1,6 @@
 #pragma once
-// Reads a JSON file, keeping its key order; one clear error for a missing file or bad JSON.
+// Reads a JSON file, keeping its key order; one clear error for a missing file, bad JSON, or JSON
+// nested too deeply to be a configuration (printing or walking a value recurses once per level).
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -7,14 +8,33 @@
 
 namespace qattn {
 
+// Experiment, bounds and timing files nest a few levels; 64 leaves room and keeps every recursive
+// walk (dump, get, comparison) far from the stack's end.
+inline constexpr int kMaxJsonDepth = 64;
+
 inline nlohmann::ordered_json read_json_file(const std::string& path, const std::string& what) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot read the " + what);
+  const auto depth_guard = [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+    if (depth > kMaxJsonDepth) {
+      throw std::invalid_argument(path + ": JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep; expected a " + what +
+                                  " of a few levels");
+    }
+    return true;
+  };
   try {
-    return nlohmann::ordered_json::parse(in);
+    return nlohmann::ordered_json::parse(in, depth_guard);
   } catch (const nlohmann::ordered_json::parse_error& e) {
     throw std::invalid_argument(path + ": not valid JSON: " + e.what());
   }
+}
+
+// A value for an error message: its JSON text, cut to `limit` characters.
+template <class Json>
+std::string json_brief(const Json& j, std::size_t limit = 80) {
+  std::string s = j.dump();
+  if (s.size() > limit) s = s.substr(0, limit) + "... (" + std::to_string(s.size()) + " characters)";
+  return s;
 }
 
 }  // namespace qattn

@@ -82,15 +82,27 @@ QATTN_HD float accumulate(const Accumulator& a, float acc_in, int n, const Term&
   // MMA instructions), the running partial joins its chunk's alignment and the sum is cut to
   // chunk_mantissa_bits. With flush_every > 0 the partial is added into a true fp32 register every
   // flush_every chunks.
+  if (!accmath::isfinite(acc_in)) {  // an earlier Inf or NaN stays (nothing to align to)
+    double s = acc_in;
+    for (int u = 0; u < n; ++u) s += term(u);
+    return static_cast<float>(s);
+  }
   double fp32_reg = acc_in, partial = a.flush_every > 0 ? 0.0 : static_cast<double>(acc_in);
   int chunks = 0;
   for (int c0 = 0; c0 < n; c0 += a.chunk) {
     const int c1 = c0 + a.chunk < n ? c0 + a.chunk : n;
     int emax = INT32_MIN;
-    if (a.fused && partial != 0) emax = accmath::ilogb(partial) + 1;
+    if (a.fused && partial != 0 && accmath::isfinite(partial)) emax = accmath::ilogb(partial) + 1;
     for (int i = c0; i < c1; ++i) {
       const double t = term(i);
       if (t == 0) continue;
+      if (!accmath::isfinite(t)) {
+        // An Inf or NaN product has no exponent to align to; the register ends non-finite as IEEE
+        // addition leaves it (the caller reports such an output, never prints it as a result).
+        double s = acc_in;
+        for (int u = 0; u < n; ++u) s += term(u);
+        return static_cast<float>(s);
+      }
       int e = 0;
       if (a.fused) {
         e = expo(i);
@@ -127,7 +139,10 @@ QATTN_HD float accumulate(const Accumulator& a, float acc_in, int n, const Term&
 
 // A product's exponent from its factors, as a fused MMA adder aligns it: E = ilogb x + ilogb y + 1
 // (|x y| < 2^(E + 1)); 0 for zero products (which never set the max).
-QATTN_HD inline int factor_exponent(double x, double y) { return x == 0 || y == 0 ? 0 : accmath::ilogb(x) + accmath::ilogb(y) + 1; }
+// Non-finite factors give 0 too: accumulate() sees their non-finite product and aligns nothing.
+QATTN_HD inline int factor_exponent(double x, double y) {
+  return x == 0 || y == 0 || !accmath::isfinite(x) || !accmath::isfinite(y) ? 0 : accmath::ilogb(x) + accmath::ilogb(y) + 1;
+}
 
 // The host's view: terms and (for fused models) exponents in arrays.
 class AccumulatorModel {

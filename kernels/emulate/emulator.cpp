@@ -15,6 +15,8 @@
 #include "kernels/emulate/accumulator.hpp"
 #include "kernels/emulate/prepare_cpu.hpp"
 #include "kernels/emulate/qflash.hpp"
+#include "kernels/problem/numeric_failure.hpp"
+#include "kernels/problem/parallel_tasks.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
 #include "kernels/formats/value_table.hpp"
@@ -595,10 +597,26 @@ void run_block(const Problem& p, const Recipe& r, const Prepared& pr, const Scor
 // QFlash's constants for a row: the lab's (from s~ with the exact log2 e) or the published kernel's
 // (s_Q s_K rounded to fp16 as torch multiplies two half scalars, the softmax scale times its
 // 1.44269504, every constant rounded half to even as Python's round does).
+// The integer softmaxes stand 1.0 (in log2 or natural units) for the integer I0 ~ 1/s, with s the
+// score's unit s_Q s_K softmax_scale (times log2 e for QFlash). I0 must be a positive int32 whose
+// products with int32 scores fit int64: s in [2^-30, 2]. Outside it the integer pipeline has no
+// representation (the kernel's int32 arithmetic would overflow), so the row is refused.
+void check_integer_softmax_step(double s, const std::string& softmax) {
+  if (s >= 0x1p-30 && s <= 2.0) return;
+  throw NumericFailure("recipe field 'softmax': the " + softmax + " integer softmax needs the score unit s = s_Q s_K softmax_scale" +
+                              (softmax == "qflash" ? " log2(e)" : "") + " in [2^-30, 2] (I0 = 1/s, an int32); a row has s = " +
+                              std::to_string(s) + "; use softmax=float for this input");
+}
+
 qflash::Constants qflash_constants(const Problem& p, const Recipe& r, float sq, float sk) {
-  if (r.qflash.constants == QFlashVariant::Constants::lab) return qflash::constants(static_cast<double>(sq) * sk * p.scale() * 1.4426950408889634);
+  if (r.qflash.constants == QFlashVariant::Constants::lab) {
+    const double s_tilde = static_cast<double>(sq) * sk * p.scale() * 1.4426950408889634;
+    check_integer_softmax_step(s_tilde, "qflash");
+    return qflash::constants(s_tilde);
+  }
   const double qk = round_to(format_of(FormatId::fp16), static_cast<double>(sq * sk));
   const double sm = p.scale() * 1.44269504 * qk;
+  check_integer_softmax_step(sm, "qflash");
   qflash::Constants c;
   c.i0 = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::nearbyint(1.0 / sm)));
   c.m = static_cast<std::int64_t>(127.0 * 32768.0 / static_cast<double>(c.i0) + 0.5);
@@ -693,6 +711,7 @@ void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, bool w
   const int n = p.k.tokens, d = p.q.dim, kh = h / p.group();
   const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
   const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
+  check_integer_softmax_step(static_cast<double>(sq) * sk * p.scale(), "shiftmax");
   const std::int64_t i0 = ivit::i0(static_cast<double>(sq) * sk * p.scale());
   const std::int16_t* qa = &pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d];
   std::vector<std::int64_t> x(n), e(n);
@@ -743,9 +762,7 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
   const int br = r.softmax == SoftmaxKind::float_online ? std::max(1, r.tiles.block_q) : 1;
   const int blocks = (nr + br - 1) / br;
   const long tasks = static_cast<long>(hq) * (blocks + np);
-  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (long t = 0; t < tasks; ++t) {
+  parallel_tasks(tasks, opt.threads, [&](long t) {
     const int h = static_cast<int>(t / (blocks + np)), k = static_cast<int>(t % (blocks + np));
     const bool weights = k >= blocks;
     const int first = weights ? k - blocks : k * br;
@@ -759,7 +776,7 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
       if (weights) std::copy(outs[q].weights.begin(), outs[q].weights.end(), res.probs.row(h, first + q));
       else std::copy(outs[q].o.begin(), outs[q].o.end(), res.out.row(h, first + q));
     }
-  }
+  });
   if (r.out != FormatId::fp32) {  // the output as the kernel stores it
     const Format f = format_of(r.out);
     for (float& x : res.out.data) x = static_cast<float>(round_to(f, x));

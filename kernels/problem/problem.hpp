@@ -54,7 +54,7 @@ struct Problem {
     if (causal) hi = i + 1;
     if (window > 0) {
       lo = i - window + 1 > 0 ? i - window + 1 : 0;
-      if (!causal) hi = i + window < k.tokens ? i + window : k.tokens;
+      if (!causal) hi = window < k.tokens - i ? i + window : k.tokens;  // i + window may overflow int
     }
     return {lo, hi};
   }

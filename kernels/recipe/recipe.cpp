@@ -14,11 +14,11 @@ namespace {
 void check_operand(const OperandQuant& o, const char* name) {
   const std::string n = name;
   const Format f = format_of(o.spec.format);
+  if (o.spec.format == FormatId::e8m0) bad(n + ".format", "e8m0 is a scale format, not an element format");
   if (o.unit_scale) {
     if (f.kind == Kind::integer) bad(n + ".scale", std::string("an integer format (") + name_of(o.spec.format) + ") needs a scale rule, not unit scale");
     return;
   }
-  if (o.spec.format == FormatId::e8m0) bad(n + ".format", "e8m0 is a scale format, not an element format");
   if (o.spec.granularity == Granularity::block && o.spec.block <= 0) bad(n + ".block", "block granularity needs a positive token count");
   if (o.spec.granularity == Granularity::group && o.spec.block <= 0) bad(n + ".block", "group granularity needs a positive element count");
   if (o.spec.rule == ScaleRule::static_multiplier && !(o.spec.multiplier > 0 && std::isfinite(o.spec.multiplier))) {
@@ -47,8 +47,8 @@ void validate(const Recipe& r) {
   check_operand(r.k, "k");
   check_operand(r.p, "p");
   check_operand(r.v, "v");
-  check_acc(r.qk_acc, "qk_acc");
-  check_acc(r.pv_acc, "pv_acc");
+  check_acc(r.qk_acc, "acc.qk");
+  check_acc(r.pv_acc, "acc.pv");
   const bool qi = format_of(r.q.spec.format).kind == Kind::integer, ki = format_of(r.k.spec.format).kind == Kind::integer;
   if (qi != ki) bad("q.format/k.format", "QK^T needs both operands integer or both float");
   if (qi) {
@@ -68,8 +68,13 @@ void validate(const Recipe& r) {
   if (r.p.unit_scale == false && r.p.spec.rule != ScaleRule::static_multiplier) {
     bad("p.scale", "P is quantized with a static multiplier (P <= 1 after the running max: 127, 448, 240)");
   }
-  if (r.tiles.block_q <= 0 || r.tiles.block_k <= 0) bad("tiles", "block sizes must be positive");
-  if (r.split_k < 1) bad("split", "must be >= 1");
+  // Upper bounds: the emulator keeps a split's partial output per row of a query tile, so memory
+  // grows as tile rows x splits x d. 4096 is past any kernel's tile (<= 256) or key split (decode
+  // kernels use <= 256) and keeps a mistyped value (split=1000000000) an error, not an allocation.
+  if (r.tiles.block_q <= 0 || r.tiles.block_k <= 0 || r.tiles.block_q > 4096 || r.tiles.block_k > 4096) {
+    bad("tiles", "block sizes must be 1..4096");
+  }
+  if (r.split_k < 1 || r.split_k > 4096) bad("split", "expected 1..4096");
   if (!(r.lazy_rescale_tau >= 0) || !std::isfinite(r.lazy_rescale_tau)) bad("tau", "must be >= 0 (0 = always rescale)");
   if (r.k_smoothing_block < 0) bad("ksmooth_block", "must be >= 0 (0 = the K tile)");
   if (r.softmax != SoftmaxKind::float_online) {

@@ -266,7 +266,16 @@ TEST_CASE("layer attributes", "[datasets][errors]") {
     H5::Group g = f.openGroup("/layers/0");
     set_int_attr(g, "sliding_window", -4);
   });
-  CHECK(has(open_error(p), "/layers/0: attribute 'sliding_window' = -4; expected >= 0 (0 = none)"));
+  CHECK(has(open_error(p), "/layers/0: attribute 'sliding_window' = -4; expected 0 (none) .. 2147483647"));
+  // 2^31 and 2^32 do not fit the lab's int window: refused, not wrapped to negative or to 0 (no window).
+  for (const long long w : {2147483648LL, 4294967296LL}) {
+    p = valid_file(t, "w" + std::to_string(w) + ".h5");
+    edit(p, [&](H5::H5File& f) {
+      H5::Group g = f.openGroup("/layers/0");
+      set_int_attr(g, "sliding_window", w);
+    });
+    CHECK(has(open_error(p), "/layers/0: attribute 'sliding_window' = " + std::to_string(w) + "; expected 0 (none) .. 2147483647"));
+  }
   p = valid_file(t, "e.h5");
   edit(p, [](H5::H5File& f) {
     H5::Group g = f.openGroup("/layers/0");

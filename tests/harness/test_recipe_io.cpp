@@ -181,5 +181,12 @@ TEST_CASE("integer operands sum exactly unless the recipe names another accumula
   CHECK(i.pv_acc.kind == Accumulator::Kind::exact);
   CHECK(recipe_from_string("q=bf16 k=bf16").qk_acc.kind == Accumulator::Kind::fp32);
   CHECK(has(parse_error("q=int8/token k=int8/token acc.qk=fp32"), "recipe field 'acc.qk': integer QK^T accumulates in int32"));
-  CHECK(has(parse_error("split=0"), "recipe field 'split': must be >= 1"));
+  CHECK(has(parse_error("split=0"), "recipe field 'split': expected 1..4096"));
+  // A mistyped split or tile is refused before the emulator allocates its partials (it was bad_alloc).
+  CHECK(has(parse_error("split=1000000000"), "recipe field 'split': expected 1..4096"));
+  CHECK(has(parse_error("tiles=64x100000"), "recipe field 'tiles': block sizes must be 1..4096"));
+  // Accumulator errors name the key as the user types it.
+  CHECK(has(parse_error("acc.pv=mma(chunk=0)"), "recipe field 'acc.pv.chunk'"));
+  // e8m0 is a scale format, with or without a scale rule (unscaled, it gave NaN metrics).
+  CHECK(has(parse_error("v=e8m0"), "recipe field 'v.format': e8m0 is a scale format"));
 }

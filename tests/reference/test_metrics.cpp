@@ -3,6 +3,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/problem/numeric_failure.hpp"
 #include "reference/metrics.hpp"
 #include "tests/catch.hpp"
 #include "tests/error_text.hpp"
@@ -42,12 +43,14 @@ TEST_CASE("a zero reference and mismatched lengths are errors, not divisions by 
         std::string::npos);
 }
 
-TEST_CASE("NaN in the result shows in the metrics", "[metrics]") {
-  const std::vector<double> ref{1, 2}, x{1, std::numeric_limits<double>::quiet_NaN()};
-  const ErrorMetrics m = compare(ref, x);
-  CHECK(std::isnan(m.sqnr_db));
-  CHECK(std::isnan(m.max_abs));
-  CHECK(std::isnan(m.rel_l2));
+TEST_CASE("a NaN or Inf in the result or the reference is a NumericFailure, never a NaN metric", "[metrics]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> ref{1, 2, 3};
+  CHECK_THROWS_AS(compare(ref, std::vector<double>{1, nan, 3}), NumericFailure);
+  CHECK(error_text([&] { (void)compare(ref, std::vector<double>{1, 2, -inf}); }).find("1 non-finite value(s) of 3 (first: element 2 = Inf)") !=
+        std::string::npos);
+  CHECK(error_text([&] { (void)compare(std::vector<double>{1, inf, 3}, ref); }).find("the float64 reference has a non-finite value") !=
+        std::string::npos);
 }
 
 TEST_CASE("KL(P_ref || P) and total variation of probability rows", "[metrics]") {
