@@ -1,6 +1,6 @@
 #include "reference/metrics.hpp"
 
-#include "kernels/problem/numeric_failure.hpp"
+#include "kernels/formats/numeric_failure.hpp"
 
 #include <cmath>
 #include <limits>

@@ -22,7 +22,7 @@ struct ErrorMetrics {
 };
 
 // Throws std::invalid_argument if the lengths differ, are zero, or ref is all zeros; NumericFailure
-// (kernels/problem/numeric_failure.hpp) if x or ref holds a NaN or Inf, so no metric is ever NaN.
+// (kernels/formats/numeric_failure.hpp) if x or ref holds a NaN or Inf, so no metric is ever NaN.
 ErrorMetrics compare(std::span<const double> ref, std::span<const double> x);
 
 // Row-wise divergence of a probability row p from the reference row p_ref.

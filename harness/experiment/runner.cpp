@@ -21,7 +21,7 @@
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
-#include "kernels/problem/numeric_failure.hpp"
+#include "kernels/formats/numeric_failure.hpp"
 #include "reference/attention.hpp"
 #include "reference/channel_stats.hpp"
 #include "reference/metrics.hpp"
@@ -253,6 +253,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
 
 bool render_figures(const std::string& report_dir) {
   const std::string cmd = fmt::format("'{}' '{}' '{}'", QATTN_PYTHON_EXE, QATTN_PLOT_SCRIPT, report_dir);
+  std::fflush(stdout);  // the child writes to the same stdout: ours first, never interleaved
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     fmt::print(stderr, "qattn: warning: figures not rendered ({} exited {}); the figure data is in {}/figures/\n", cmd, rc, report_dir);

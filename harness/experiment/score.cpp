@@ -17,7 +17,7 @@
 #include "harness/io/outputs_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
-#include "kernels/problem/numeric_failure.hpp"
+#include "kernels/formats/numeric_failure.hpp"
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
 

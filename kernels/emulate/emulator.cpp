@@ -15,7 +15,7 @@
 #include "kernels/emulate/accumulator.hpp"
 #include "kernels/emulate/prepare_cpu.hpp"
 #include "kernels/emulate/qflash.hpp"
-#include "kernels/problem/numeric_failure.hpp"
+#include "kernels/formats/numeric_failure.hpp"
 #include "kernels/problem/parallel_tasks.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
@@ -197,9 +197,16 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
   }
   TensorF v = p.v;
   if (r.v_smoothing) pr.v_means = smooth_v(v);  // added back as mean * sum(P) / l
-  pr.q = prepare(q, r.q);
-  pr.k = prepare(k, r.k);
-  pr.v = prepare(v, r.v);
+  const auto named = [](const char* name, const TensorF& x, const OperandQuant& oq) {
+    try {
+      return prepare(x, oq);
+    } catch (const NumericFailure& f) {
+      throw NumericFailure(std::string("recipe field '") + name + ".scale': " + f.what());
+    }
+  };
+  pr.q = named("q", q, r.q);
+  pr.k = named("k", k, r.k);
+  pr.v = named("v", v, r.v);
   if (r.pv_acc.kind == Accumulator::Kind::exact) pr.v_f64.assign(pr.v.values.data.begin(), pr.v.values.data.end());
   return pr;
 }

@@ -1,5 +1,7 @@
 #include "kernels/formats/quantizer.hpp"
 
+#include "kernels/formats/numeric_failure.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -113,7 +115,7 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
     if (s == 0) s = 1;
     const double stored = round_to(sf, static_cast<double>(static_cast<float>(s)));
     if (!(stored > 0) || !std::isfinite(stored)) {
-      throw std::domain_error("quantize: scale " + std::to_string(s) + " (group " + std::to_string(i) +
+      throw NumericFailure("quantize: scale " + std::to_string(s) + " (group " + std::to_string(i) +
                               ") is not representable in scale format '" + name_of(spec.scale_format) + "'");
     }
     q.scales[i] = static_cast<float>(stored);

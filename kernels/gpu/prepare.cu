@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/formats/numeric_failure.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
 #include "kernels/gpu/flash_mma.hpp"  // kMmaKeyTile
@@ -237,7 +238,7 @@ void group_scales(const QuantSpec& spec, const float* absmax, int groups, float*
   scales_kernel<<<(groups + kThreads - 1) / kThreads, kThreads>>>(rp, absmax, groups, scale, inv, error);
   check_launch("scales_kernel");
   if (download(error, 1)[0] != 0) {
-    throw std::domain_error(std::string("quantize (gpu): a scale is not representable in scale format '") + name_of(spec.scale_format) +
+    throw NumericFailure(std::string("quantize (gpu): a scale is not representable in scale format '") + name_of(spec.scale_format) +
                             "'");
   }
 }

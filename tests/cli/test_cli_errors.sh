@@ -41,6 +41,20 @@ check "synth refuses to overwrite" 1 "exists; pass --force" -- "$qattn" synth --
 check "synth bad spec" 1 "synth spec: outlier_channels = 8: expected fewer than half of dim 16" -- "$qattn" synth --out "$tmp/t.h5" --tokens 64 --dim 16 --outlier-channels 8 --outlier-ratio 10
 check "synth bad dtype" 1 "synth --dtype: unknown format 'fp64'" -- "$qattn" synth --out "$tmp/t.h5" --dtype fp64
 check "inspect synth" 0 "model       \"synthetic\"" -- "$qattn" inspect "$tmp/s.h5"
-check "no subcommand" nz "subcommand" -- "$qattn"
-check "bad option" nz "nosuch" -- "$qattn" formats --nosuch
+check "no subcommand" 2 "subcommand" -- "$qattn"
+check "bad option" 2 "nosuch" -- "$qattn" formats --nosuch
+check "missing required option" 2 "--data is required" -- "$qattn" eval --layer 0 --recipe q=fp16
+check "version" 0 "^qattn [0-9]+\.[0-9]+\.[0-9]+ \(build " -- "$qattn" --version
+# Recipes with no number to report: refused up front where the recipe alone says so, else the
+# result's NaN named with the file, layer and recipe (exit 1, never printed as a metric).
+ev=("$qattn" eval --data "$tmp/s.h5" --layer 0 --tokens 64)
+check "eval integer QK default" 0 "^pooled " -- "${ev[@]}" --recipe "q=int8/token k=int8/token"
+check "eval every P flushed" 1 "s.h5: layer 0, recipe 'q=fp32 k=fp32 p=int8/static:0.25': no result to report: the result has [0-9]+ non-finite" -- "${ev[@]}" --recipe "q=fp32 k=fp32 p=int8/static:0.25"
+check "eval P overflows" 1 "no result to report: the result has [0-9]+ non-finite" -- "${ev[@]}" --recipe "p=fp32/static:1e38 v=fp32"
+check "eval unscaled e8m0" 1 "recipe field 'v.format': e8m0 is a scale format" -- "${ev[@]}" --recipe "v=e8m0"
+check "eval split too large" 1 "recipe field 'split': expected 1..4096" -- "${ev[@]}" --recipe "split=1000000000"
+# Queries of std 1e-9 (fp32): QFlash's score unit s_Q s_K scale log2(e) ~ 1e-13, below 2^-30 (I0 would overflow).
+"$qattn" synth --out "$tmp/tiny.h5" --tokens 64 --dim 16 --q-heads 2 --kv-heads 1 --q-std 1e-9 --dtype fp32 >/dev/null
+check "eval qflash tiny unit" 1 "tiny.h5: layer 0, .*no result to report: recipe field 'softmax': the qflash integer softmax needs the score unit" -- "$qattn" eval --data "$tmp/tiny.h5" --layer 0 --recipe "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"
+check "eval fp16 scale underflow" 1 "tiny.h5: layer 0, recipe 'preset=qflash-46adca5': no result to report: recipe field 'q.scale': .* not representable in scale format 'fp16'" -- "$qattn" eval --data "$tmp/tiny.h5" --layer 0 --recipe "preset=qflash-46adca5"
 exit $fail

@@ -83,5 +83,87 @@ with tempfile.TemporaryDirectory() as tmp:
     expect_error(lambda b: b["statistics"].update(p_formats=["e4m3/token"]), "statistics.p_formats[0]: 'e4m3/token': expected FORMAT/static:S")
     expect_error(lambda b: b.update(output="/proc/qattn-cannot-write/report"), "/proc/qattn-cannot-write/report: cannot create or write the report folder")
 
+    # Duplicates and out-of-range integers: refused, never run twice or wrapped.
+    expect_error(lambda b: b["selection"].update(layers=[0, 0]), "exp.json: selection.layers[1]: layer 0 is listed twice (also at [0])")
+    expect_error(lambda b: b["selection"].update(contexts=[256, 256]), "exp.json: selection.contexts[1]: 256 is listed twice")
+    expect_error(lambda b: b["selection"].update(contexts=[2 ** 32]), "selection.contexts[0]: expected positive token counts in 1..2147483647, got 4294967296")
+    expect_error(lambda b: b["selection"].update(rows=1e20), "selection.rows: expected a row count (sampled query rows; 0 = all) in 0..2147483647")
+    expect_error(lambda b: b["selection"].update(layers=[99999999999999999999]), "selection.layers[0]: expected a layer index or name, got 1e+20")
+    expect_error(lambda b: b.update(seed=-1), "exp.json: seed: expected a non-negative integer, got -1")
+    expect_error(lambda b: b["recipes"].update({"q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448": "q=fp16 k=fp16"}),
+                 "the recipe 'q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448' is already in the experiment")
+    nested = []
+    for _ in range(70):
+        nested = [nested]
+    expect_error(lambda b: b.update(name=nested),
+                 "exp.json: JSON nested more than 64 levels deep")
+    deep = os.path.join(tmp, "deep.json")
+    open(deep, "w").write('{"name": ' + "[" * 100000 + "]" * 100000 + "}")
+    r = run(deep)
+    if r.returncode != 1 or "deep.json: JSON nested more than 64 levels deep" not in r.stderr:
+        fails.append(f"100,000-deep JSON: {r.returncode} {r.stderr[:200]}")
+
+    # The report folder: --resume with --force, --force on what the lab did not write, a changed
+    # experiment under --resume, and a second run on a locked folder are refused; nothing is removed.
+    small = json.loads(json.dumps(exp))
+    small["selection"] = {"layers": [0], "heads": [0], "contexts": [256], "rows": 32}
+    small["output"] = os.path.join(tmp, "small")
+    json.dump(small, open(path, "w"))
+    r = run(path)
+    if r.returncode != 0:
+        fails.append(f"small run: {r.stderr}")
+    r = run(path, "--resume", "--force")
+    if r.returncode != 1 or "--resume and --force exclude each other" not in r.stderr:
+        fails.append(f"--resume --force: {r.returncode} {r.stderr}")
+    changed = json.loads(json.dumps(small))
+    changed["recipes"]["bf16"] = "q=fp16 k=fp16 p=fp16 v=fp16"
+    json.dump(changed, open(path, "w"))
+    r = run(path, "--resume")
+    if r.returncode != 1 or "the experiment changed since this report was written (recipes.bf16 (" not in r.stderr:
+        fails.append(f"--resume after a recipe changed: {r.returncode} {r.stderr}")
+    json.dump(small, open(path, "w"))
+    import fcntl
+    with open(os.path.join(small["output"], ".lock"), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = run(path, "--resume")
+        if r.returncode != 1 or "another qattn run is writing this report folder" not in r.stderr:
+            fails.append(f"locked folder: {r.returncode} {r.stderr}")
+    r = run(path, "--resume")
+    if r.returncode != 0 or "0 units to run" not in r.stdout:
+        fails.append(f"resume after the lock was released: {r.returncode} {r.stdout[:200]} {r.stderr}")
+    for target in ("user-folder", "data.h5"):
+        victim = os.path.join(tmp, target)
+        if target.endswith(".h5"):
+            open(victim, "w").write("not a report")
+        else:
+            os.makedirs(victim)
+            open(os.path.join(victim, "notes.txt"), "w").write("mine")
+        small["output"] = victim
+        json.dump(small, open(path, "w"))
+        r = run(path, "--force")
+        if r.returncode != 1 or "is not a report folder qattn wrote" not in r.stderr:
+            fails.append(f"--force on {target}: {r.returncode} {r.stderr}")
+        if not os.path.exists(victim if target.endswith(".h5") else os.path.join(victim, "notes.txt")):
+            fails.append(f"--force removed {target}")
+
+    # A recipe whose every P flushes (P = 1 at the row max times 0.5 rounds to int8 0 or 1; most rows
+    # all zero: 0 / 0) has no number to report: the unit is recorded as failed with its reason.
+    small["output"] = os.path.join(tmp, "flush")
+    small["recipes"] = {"all P flushed": "q=fp32 k=fp32 p=int8/static:0.25", "fp16": "q=fp16 k=fp16 p=fp16 v=fp16"}
+    small.pop("sweep")
+    json.dump(small, open(path, "w"))
+    r = run(path)
+    failed = [json.loads(x) for x in open(os.path.join(small["output"], "failed.jsonl"))] if os.path.exists(os.path.join(small["output"], "failed.jsonl")) else []
+    if r.returncode != 0 or len(failed) != 1 or failed[0]["recipe"] != "all P flushed" or "non-finite" not in failed[0]["reason"]:
+        fails.append(f"flushed recipe not recorded as failed: {r.returncode} {failed} {r.stderr}")
+    if "recipe 'all P flushed' failed:" not in r.stderr:
+        fails.append(f"no warning for the failed unit: {r.stderr}")
+    summary_rows = [x for x in open(os.path.join(small["output"], "summary.md")) if x.startswith("| `")]
+    report_text = "".join(open(os.path.join(small["output"], f)).read() for f in ("results.jsonl", "results.csv")) + "".join(summary_rows)
+    if "nan" in report_text.lower() or "all P flushed" not in open(os.path.join(small["output"], "summary.md")).read():
+        fails.append("a NaN in the report, or the failed unit missing from summary.md")
+    if sum(1 for _ in open(os.path.join(small["output"], "results.jsonl"))) != 1:
+        fails.append("the failed unit has rows in results.jsonl")
+
 print("\n".join(fails) if fails else "ok")
 sys.exit(1 if fails else 0)

@@ -8,6 +8,7 @@
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/emulate/qflash.hpp"
 #include "kernels/formats/codec.hpp"
+#include "kernels/formats/numeric_failure.hpp"
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
 #include "tests/catch.hpp"
@@ -527,6 +528,34 @@ TEST_CASE("a float QK^T through the MMA accumulator model", "[emulate][accumulat
   // 13-bit truncated sums perturb each score by ~2^-13 relative: visible, yet far below e4m3's own error.
   CHECK(d.rel_l2 > 1e-6);
   CHECK(d.rel_l2 < 1e-2);
+}
+
+TEST_CASE("an Inf or NaN product leaves every accumulator model non-finite, without undefined behaviour", "[emulate][accumulator]") {
+  // A fused model aligns to the products' exponents; ilogb(Inf) is INT_MAX, whose + 1 overflowed
+  // (found by UBSan). Now the register ends non-finite as IEEE addition leaves it.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Accumulator trunc13;
+  trunc13.kind = Accumulator::Kind::mma;
+  trunc13.chunk_mantissa_bits = trunc13.acc_mantissa_bits = 13;
+  for (const Accumulator& a : {h200_hmma_accumulator(), h200_e4m3_mma_accumulator(), h200_wgmma_f16_accumulator(), trunc13}) {
+    const AccumulatorModel m(a);
+    const std::vector<double> with_inf{1.0, inf, 2.0}, with_nan{1.0, nan}, finite{1.0, 2.0};
+    CHECK(std::isinf(m.add(0.0f, with_inf, std::vector<int>{1, factor_exponent(inf, 1.0), 2})));
+    CHECK(std::isnan(m.add(0.0f, with_nan, std::vector<int>{1, factor_exponent(nan, 1.0)})));
+    CHECK(std::isinf(m.add(std::numeric_limits<float>::infinity(), finite, std::vector<int>{1, 2})));
+    CHECK(factor_exponent(inf, 2.0) == 0);
+  }
+}
+
+TEST_CASE("a failure inside the emulator's parallel rows reaches the caller as an exception", "[emulate]") {
+  // QFlash on queries of std 1e-9: the score unit is far below 2^-30 in every row; each row throws
+  // inside the OpenMP region, which must neither terminate the process nor lose the reason.
+  Problem p = random_problem(2, 1, 64, 16, 5);
+  for (float& x : p.q.data) x *= 1e-9f;
+  Recipe r = int8_integer_softmax_recipe();
+  r.softmax = SoftmaxKind::qflash_integer;
+  CHECK_THROWS_AS(emulate(p, r), NumericFailure);
+  CHECK(error_text([&] { (void)emulate(p, r); }).find("needs the score unit s = s_Q s_K softmax_scale log2(e) in [2^-30, 2]") != std::string::npos);
 }
 
 TEST_CASE("I-ViT shiftmax on A2: integer exp and division, measured beside QFlash", "[emulate][qflash]") {

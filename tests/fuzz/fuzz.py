@@ -90,14 +90,15 @@ CRASH_MARKERS = ["terminate called", "Segmentation", "AddressSanitizer", "runtim
                  "corrupted size", "stack smashing", "Assertion `", "core dumped"]
 INTERNAL_MARKERS = ["stoll", "stoi", "stol", "stoul", "stod", "stof", "json.exception", "basic_string", "std::",
                     "bad_alloc", "vector", "map::at", "nlohmann", "HDF5-DIAG", "bad_variant", "bad_optional",
-                    "out_of_range", "invalid_argument", "what():"]
+                    "out_of_range", "invalid_argument", "what():", "basic_filebuf", "filesystem error:"]
 # Keys that count when they appear as a plain word in a message (others must be quoted, or be
 # followed by '=', '.', '['): distinctive enough not to be ordinary English.
 WORD_KEYS = {"recipe", "recipes", "dataset", "selection", "contexts", "context", "layers", "layer", "heads",
              "statistics", "sweep", "vary", "bounds", "experiment", "seed", "rows", "tiles", "split", "tau",
              "ksmooth", "qsmooth", "vsmooth", "rotation", "softmax", "denominator", "preset", "schema", "model",
              "weights", "causal", "rope", "tokens", "granularity", "format", "dtype", "--tokens", "--rows",
-             "--heads", "--kl-rows", "--layer", "--seed", "--recipe", "--data"}
+             "--heads", "--kl-rows", "--layer", "--seed", "--recipe", "--data", "--backend", "--resume", "--force",
+             "--update"}
 INTERNAL_RE = re.compile(r"\bH5[A-Z][A-Za-z_]*\b")
 
 FORMATS = ["fp32", "bf16", "fp16", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m1", "e8m0", "int8", "int4"]
@@ -960,7 +961,7 @@ def gen_case(corpus, rng, target, i):
         c["mutations"] += desc
         c["names"] |= {data}
         c["fields"] |= set(RECIPE_KEYS) | {"recipe", "--tokens", "--rows", "--heads", "--kl-rows", "--layer", "layer",
-                                           "rows", "tokens"}
+                                           "rows", "tokens", "--seed"}
         c["tokens"] = [t for t in re.split(r"\s+", line) if len(t) >= 3]
         return c
 
@@ -1114,10 +1115,11 @@ def render_json_case(c, rng):
     c["fields"] |= {str(k) for k in tree_keys(tree)} | set(RECIPE_KEYS)
     c["names"] |= {s.split("\x00")[0] for s in tree_strings(tree) if 0 < len(s) < 300 and s.strip()
                    and (s.endswith((".h5", ".json", ".jsonl")) or "report" in s or "/" in s)}
-    if isinstance(tree, Obj):
-        o = tree.get("output")
-        if isinstance(o, str) and o.strip():
-            c["names"].add(o)
+    if isinstance(tree, Obj):  # the paths the file names are inputs too
+        for k in ("output", "dataset", "experiment", "report"):
+            for o in tree.all(k):
+                if isinstance(o, str) and o.split("\x00")[0].strip() and len(o) < 100000:
+                    c["names"].add(o.split("\x00")[0])
     if c["target"] == "exp" and not safe_output(tree):
         c["unsafe"] = True
 
@@ -1233,8 +1235,21 @@ def csv_nans(text, where):
 
 def md_nans(text, where):
     """Markdown: table cells by their column header ('inf' allowed under a dB column); other lines as text."""
-    out, head = [], None
+    out, head, block = [], None, []
+
+    def flush():
+        if block:
+            for x in text_nans("\n".join(l for _, l in block), where):
+                w, n, rest = x.split(":", 2)
+                out.append(f"{w}:{block[int(n) - 1][0]}:{rest}")
+            block.clear()
+
     for ln, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("|"):
+            block.append((ln, line))
+            head = None
+            continue
+        flush()
         if line.startswith("|"):
             cells = [x.strip() for x in line.strip().strip("|").split("|")]
             if head is None:
@@ -1249,9 +1264,7 @@ def md_nans(text, where):
                     if s.lstrip("+") in ("inf", "infinity") and "db" in col.lower():
                         continue
                     out.append(f"{where}:{ln}: column {col!r} = {cell}")
-        else:
-            head = None
-            out += text_nans(line, f"{where}:{ln}")
+    flush()
     return out
 
 
@@ -1352,7 +1365,13 @@ def classify(c, res, cwd):
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         what = [l for l in err.splitlines() if "what()" in l or "terminate" in l or "ERROR:" in l or "runtime error" in l]
         msg = f"signal {sig}: " + (" | ".join(what[:2]) if what else error_message(err))
-        return "crash", msg, c["argv"][0] + ": " + normalize(msg, c)
+        # A bare signal says little: tag it with the kind of mutation, so that distinct causes are
+        # minimized and reported apart.
+        muts = " ".join(c.get("mutations", []))
+        tags = [t for t, hit in (("deep nesting", "depth" in muts),
+                                 ("mutated report", "results.jsonl" in muts or "resume:" in muts),
+                                 ("semantic HDF5", "semantic " in muts)) if hit]
+        return "crash", msg, c["argv"][0] + ": " + normalize(msg, c) + (f" [{', '.join(tags)}]" if tags else "")
     if rc not in (0, 1, 2):
         tag = f"cli11 exit {rc}" if "Run with --help" in err else f"exit {rc}"
         msg = f"{tag}: {error_message(err)}"

@@ -3,7 +3,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/problem/numeric_failure.hpp"
+#include "kernels/formats/numeric_failure.hpp"
 #include "reference/metrics.hpp"
 #include "tests/catch.hpp"
 #include "tests/error_text.hpp"
