@@ -35,6 +35,38 @@ double parse_db(const json& v) {
   return v.get<std::string>() == "inf" ? INFINITY : NAN;
 }
 
+// Every entry is checked before any work (a typo such as sqnr_db_mn is an error, not a pass).
+void validate_bounds(const std::string& bounds_file, const json& b) {
+  if (!b.contains("bounds") || !b["bounds"].is_array()) throw std::invalid_argument(bounds_file + ": bounds: expected a list");
+  if (b["bounds"].empty()) throw std::invalid_argument(bounds_file + ": bounds: the list is empty; expected at least one bound (write them with --update)");
+  for (std::size_t i = 0; i < b["bounds"].size(); ++i) {
+    const json& x = b["bounds"][i];
+    const std::string where = fmt::format("{}: bounds[{}]", bounds_file, i);
+    if (!x.is_object()) throw std::invalid_argument(where + ": expected an object with recipe, layer, context and bounds");
+    for (const auto& [k, v] : x.items()) {
+      (void)v;
+      if (k != "recipe" && k != "layer" && k != "context" && k != "sqnr_db_min" && k != "kl_max" && k != "kernel_vs_recipe_db_min") {
+        throw std::invalid_argument(where + "." + k + ": unknown key; expected recipe, layer, context, sqnr_db_min, kl_max, kernel_vs_recipe_db_min");
+      }
+    }
+    const bool layer_ok = x.contains("layer") && (x["layer"].is_string() || (x["layer"].is_number_integer() && x["layer"].get<long long>() >= 0));
+    const bool context_ok = x.contains("context") && x["context"].is_number_integer() && x["context"].get<long long>() > 0 &&
+                            x["context"].get<long long>() <= 2147483647;
+    if (!x.contains("recipe") || !x["recipe"].is_string() || !layer_ok || !context_ok) {
+      throw std::invalid_argument(where + ": expected recipe (string), layer (name or index) and context (a positive integer)");
+    }
+    for (const char* k : {"sqnr_db_min", "kl_max", "kernel_vs_recipe_db_min"}) {
+      if (x.contains(k) && !x[k].is_number()) throw std::invalid_argument(where + "." + k + ": expected a number");
+    }
+    if (!x.contains("sqnr_db_min") && !x.contains("kl_max") && !x.contains("kernel_vs_recipe_db_min")) {
+      throw std::invalid_argument(where + ": no bound; expected sqnr_db_min, kl_max or kernel_vs_recipe_db_min");
+    }
+  }
+}
+
+// A bound's layer as written: "15" or 15.
+std::string layer_of(const json& x) { return x["layer"].is_string() ? x["layer"].get<std::string>() : std::to_string(x["layer"].get<long long>()); }
+
 }  // namespace
 
 int check_bounds(const std::string& bounds_file, bool update) {
@@ -53,6 +85,7 @@ int check_bounds(const std::string& bounds_file, bool update) {
   if (!b[from_report ? "report" : "experiment"].is_string()) {
     throw std::invalid_argument(bounds_file + ": " + (from_report ? "report" : "experiment") + ": expected a path (string)");
   }
+  if (!update) validate_bounds(bounds_file, b);
   // Rows to check: a report folder as it is (qattn score's, or a run's), or the experiment recomputed.
   fs::path results;
   fs::path tmp;
@@ -84,6 +117,16 @@ int check_bounds(const std::string& bounds_file, bool update) {
     if (r.contains("kernel_vs_recipe_sqnr_db") && !r["kernel_vs_recipe_sqnr_db"].is_null()) a.own += parse_db(r["kernel_vs_recipe_sqnr_db"]), ++a.own_n;
   }
   log.close();
+  std::map<std::string, std::string> failed;  // recipe|layer|context -> why it has no rows
+  if (std::ifstream fl(results.parent_path() / "failed.jsonl"); fl) {
+    for (std::string line; std::getline(fl, line);) {
+      if (line.empty()) continue;
+      const json r = json::parse(line, nullptr, false);
+      if (r.is_object() && r.contains("recipe") && r.contains("layer") && r.contains("context") && r.contains("reason")) {
+        failed[r["recipe"].get<std::string>() + "|" + r["layer"].get<std::string>() + "|" + std::to_string(r["context"].get<int>())] = r["reason"].get<std::string>();
+      }
+    }
+  }
   if (!tmp.empty()) fs::remove_all(tmp);
 
   if (update) {
@@ -108,34 +151,18 @@ int check_bounds(const std::string& bounds_file, bool update) {
   }
 
   int violations = 0;
-  if (!b.contains("bounds") || !b["bounds"].is_array()) throw std::invalid_argument(bounds_file + ": bounds: expected a list");
-  if (b["bounds"].empty()) throw std::invalid_argument(bounds_file + ": bounds: the list is empty; expected at least one bound (write them with --update)");
   const std::string source = from_report ? "the report's results" : "the experiment's results";
   for (std::size_t i = 0; i < b["bounds"].size(); ++i) {
     const json& x = b["bounds"][i];
-    const std::string where = fmt::format("{}: bounds[{}]", bounds_file, i);
-    if (!x.is_object()) throw std::invalid_argument(where + ": expected an object with recipe, layer, context and bounds");
-    for (const auto& [k, v] : x.items()) {
-      (void)v;
-      if (k != "recipe" && k != "layer" && k != "context" && k != "sqnr_db_min" && k != "kl_max" && k != "kernel_vs_recipe_db_min") {
-        throw std::invalid_argument(where + "." + k + ": unknown key; expected recipe, layer, context, sqnr_db_min, kl_max, kernel_vs_recipe_db_min");
-      }
-    }
-    if (!x.contains("recipe") || !x["recipe"].is_string() || !x.contains("layer") || !x["layer"].is_string() || !x.contains("context") ||
-        !x["context"].is_number_integer()) {
-      throw std::invalid_argument(where + ": expected recipe (string), layer (string) and context (integer)");
-    }
-    for (const char* k : {"sqnr_db_min", "kl_max", "kernel_vs_recipe_db_min"}) {
-      if (x.contains(k) && !x[k].is_number()) throw std::invalid_argument(where + "." + k + ": expected a number");
-    }
-    if (!x.contains("sqnr_db_min") && !x.contains("kl_max") && !x.contains("kernel_vs_recipe_db_min")) {
-      throw std::invalid_argument(where + ": no bound; expected sqnr_db_min, kl_max or kernel_vs_recipe_db_min");
-    }
-    const std::string name = x["recipe"].get<std::string>(), layer = x["layer"].get<std::string>();
+    const std::string name = x["recipe"].get<std::string>(), layer = layer_of(x);
     const int context = x["context"].get<int>();
     const auto it = agg.find(name + "|" + layer + "|" + std::to_string(context));
     if (it == agg.end()) {
-      fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: not in {}\n", name, layer, context, source);
+      if (const auto f = failed.find(name + "|" + layer + "|" + std::to_string(context)); f != failed.end()) {
+        fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: the unit failed (no metrics): {}\n", name, layer, context, f->second);
+      } else {
+        fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: not in {}\n", name, layer, context, source);
+      }
       ++violations;
       continue;
     }

@@ -35,5 +35,20 @@ with tempfile.TemporaryDirectory() as tmp:
         if line.startswith("FAIL") and "'+ e4m3 P 448'" not in line:
             fails.append(f"an unchanged recipe failed: {line}")
 
+    # Malformed bounds: one error naming the file and the entry's key, before any recomputation.
+    def bounds_error(edit, message):
+        bb = json.load(open("experiments/bounds/quickstart.json"))
+        edit(bb)
+        json.dump(bb, open(bounds_path, "w"))
+        r = subprocess.run([qattn, "check", bounds_path], capture_output=True, text=True)
+        if r.returncode != 1 or message not in r.stderr or "units to run" in r.stdout:
+            fails.append(f"bounds error {message!r}: {r.returncode} {r.stdout[-200:]} {r.stderr}")
+
+    bounds_error(lambda bb: bb["bounds"][0].update(sqnr_db_mn=bb["bounds"][0].pop("sqnr_db_min")),
+                 "bounds.json: bounds[0].sqnr_db_mn: unknown key; expected recipe, layer, context, sqnr_db_min")
+    bounds_error(lambda bb: bb.update(bounds=[]), "bounds.json: bounds: the list is empty")
+    bounds_error(lambda bb: bb["bounds"][1].update(context=2 ** 40), "bounds.json: bounds[1]: expected recipe (string), layer (name or index) and context")
+    bounds_error(lambda bb: bb["bounds"][2].update(kl_max="small"), "bounds.json: bounds[2].kl_max: expected a number")
+
 print("\n".join(fails) if fails else "ok")
 sys.exit(1 if fails else 0)
