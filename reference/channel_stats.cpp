@@ -30,7 +30,8 @@ ChannelOutliers channel_outliers(const TensorF& t, int head, int tokens, bool su
   const auto it = std::max_element(s.absmax.begin(), s.absmax.end());
   s.max = *it;
   s.max_channel = static_cast<int>(it - s.absmax.begin());
-  s.ratio = s.median > 0 ? s.max / s.median : std::numeric_limits<double>::infinity();
+  // All channels zero: none stands out (ratio 1). Over half zero but one not: unbounded (inf).
+  s.ratio = s.median > 0 ? s.max / s.median : s.max > 0 ? std::numeric_limits<double>::infinity() : 1.0;
   s.int8_levels_median = s.max > 0 ? 127.0 * s.median / s.max : 0.0;
   return s;
 }

@@ -9,8 +9,10 @@ Action add_check_command(CLI::App& app) {
   auto file = std::make_shared<std::string>();
   auto update = std::make_shared<bool>(false);
   cmd->add_option("bounds", *file, "Bounds JSON (names its experiment)")->required();
+  auto quiet = std::make_shared<bool>(false);
   cmd->add_flag("--update", *update, "Rewrite the bounds from this run (a deliberate change)");
-  return [file, update]() { return check_bounds(*file, *update) == 0 ? 0 : 1; };
+  cmd->add_flag("--quiet,-q", *quiet, "No progress on stderr (failures still print there)");
+  return [file, update, quiet]() { return check_bounds(*file, *update, *quiet) == 0 ? 0 : 1; };
 }
 
 }  // namespace qattn::cli

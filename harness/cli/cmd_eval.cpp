@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <iostream>
 
@@ -29,7 +30,7 @@ struct EvalOptions {
   std::vector<int> heads;
   int tokens = 0, kl_rows = 16;
   std::uint64_t seed = 1;
-  bool json = false;
+  bool json = false, quiet = false;
 };
 
 int run_eval(const EvalOptions* o);
@@ -48,6 +49,7 @@ Action add_eval_command(CLI::App& app) {
   cmd->add_option("--kl-rows", o->kl_rows, "Sampled rows per head for KL and total variation (0 = none)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the KL row sample")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");
+  cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
   return [o]() {
     try {
       return run_eval(o.get());
@@ -77,8 +79,16 @@ int run_eval(const EvalOptions* o) {
   ro.prob_rows = kl_rows;
   EmulatorOptions eo;
   eo.prob_rows = kl_rows;
+  // Progress on stderr, a line per step (stdout holds only the result).
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto step = [&](const char* what) {
+    if (!o->quiet) fmt::print(stderr, "eval: {} ({:.1f} s)\n", what, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  step(fmt::format("layer {}: {} heads x {} rows x {} keys; float64 reference", o->layer, p.q.heads, p.rows.resolve(n).size(), p.k.tokens).c_str());
   const ReferenceResult ref = reference_attention(p, ro);
+  step("emulating the recipe");
   const EmulatorResult emu = emulate(p, recipe, eo);
+  step("metrics");
 
   const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
   std::vector<double> all_ref(ref.out.data), all_emu(emu.out.data.begin(), emu.out.data.end());
@@ -113,7 +123,7 @@ int run_eval(const EvalOptions* o) {
                         {"kl_rows", kl_rows.size()},
                         {"heads", heads},
                         {"pooled", metrics_json(pooled, kl_all, tv_all)},
-                        {"mean_head_sqnr_db", sum_db / p.q.heads}};
+                        {"mean_head_sqnr_db", std::isinf(sum_db) ? nlohmann::json("inf") : nlohmann::json(sum_db / p.q.heads)}};
   if (o->json) {
     std::cout << out.dump(2) << "\n";
     return 0;

@@ -14,7 +14,8 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("experiment", o->file, "Experiment JSON")->required();
   cmd->add_flag("--resume", o->run.resume, "Complete an interrupted run without repeating rows");
   cmd->add_flag("--force", o->run.force, "Replace an existing report folder");
-  cmd->add_option("--backend", o->run.backend, "emulate (gpu: issue 6)")->capture_default_str();
+  cmd->add_flag("--quiet,-q", o->run.quiet, "No progress on stderr (the summary, warnings and errors still print)");
+  cmd->add_option("--backend", o->run.backend, "emulate, or gpu (a build with -DQATTN_GPU=CUDA or HIP)")->capture_default_str();
   return [o]() {
     o->run.command_line = "qattn run " + o->file + (o->run.resume ? " --resume" : "") + (o->run.force ? " --force" : "");
     run_experiment(read_experiment(o->file), o->run);

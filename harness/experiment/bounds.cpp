@@ -69,7 +69,7 @@ std::string layer_of(const json& x) { return x["layer"].is_string() ? x["layer"]
 
 }  // namespace
 
-int check_bounds(const std::string& bounds_file, bool update) {
+int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
   const json b = read_json_file(bounds_file, "bounds file");
   if (!b.is_object()) throw std::invalid_argument(bounds_file + ": expected a JSON object with experiment (or report), note, bounds");
   const bool from_report = b.contains("report");
@@ -100,6 +100,7 @@ int check_bounds(const std::string& bounds_file, bool update) {
     e.output = tmp.string();
     RunOptions ro;
     ro.force = true;
+    ro.quiet = quiet;
     ro.command_line = "qattn check " + bounds_file;
     run_experiment(e, ro);
     results = tmp / "results.jsonl";
@@ -107,13 +108,27 @@ int check_bounds(const std::string& bounds_file, bool update) {
 
   std::map<std::string, Agg> agg;  // recipe|layer|context
   std::ifstream log(results);
+  int line_no = 0;
   for (std::string line; std::getline(log, line);) {
+    ++line_no;
     if (line.empty()) continue;
-    const json r = json::parse(line);
+    const json r = json::parse(line, nullptr, false);
+    const std::string at = fmt::format("{}:{}", results.string(), line_no);
+    if (!r.is_object()) throw std::invalid_argument(at + ": not a JSON object; expected a results row written by qattn run or qattn score");
+    const auto need = [&](const char* key, bool ok, const char* expected) {
+      if (!r.contains(key) || !ok) throw std::invalid_argument(at + ": " + key + ": " + (r.contains(key) ? "expected " : "missing; expected ") + expected);
+    };
+    need("recipe", r.contains("recipe") && r["recipe"].is_string(), "a string");
+    need("layer", r.contains("layer") && r["layer"].is_string(), "a string");
+    need("context", r.contains("context") && r["context"].is_number_integer(), "an integer");
+    need("sqnr_db", r.contains("sqnr_db") && (r["sqnr_db"].is_number() || r["sqnr_db"] == "inf" || r["sqnr_db"] == "-inf"), "a number or \"inf\"");
+    for (const char* k : {"kl_mean", "kernel_vs_recipe_sqnr_db"}) {
+      if (r.contains(k) && !r[k].is_null() && !r[k].is_number() && r[k] != "inf") throw std::invalid_argument(at + ": " + k + ": expected a number, \"inf\" or null");
+    }
     Agg& a = agg[r["recipe"].get<std::string>() + "|" + r["layer"].get<std::string>() + "|" + std::to_string(r["context"].get<int>())];
     a.sqnr += parse_db(r["sqnr_db"]);
     ++a.n;
-    if (r.contains("kl_mean") && !r["kl_mean"].is_null()) a.kl += r["kl_mean"].get<double>(), ++a.kl_n;
+    if (r.contains("kl_mean") && !r["kl_mean"].is_null()) a.kl += parse_db(r["kl_mean"]), ++a.kl_n;
     if (r.contains("kernel_vs_recipe_sqnr_db") && !r["kernel_vs_recipe_sqnr_db"].is_null()) a.own += parse_db(r["kernel_vs_recipe_sqnr_db"]), ++a.own_n;
   }
   log.close();

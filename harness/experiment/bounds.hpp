@@ -8,6 +8,6 @@ namespace qattn {
 // layer and context, the mean over heads of SQNR (must not fall below its bound) and of KL (must
 // not rise above its bound). Prints every violation with its size; returns the number of them.
 // With update = true, rewrites BOUNDS from this run instead (a deliberate change).
-int check_bounds(const std::string& bounds_file, bool update);
+int check_bounds(const std::string& bounds_file, bool update, bool quiet = false);
 
 }  // namespace qattn

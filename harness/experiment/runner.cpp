@@ -40,32 +40,43 @@ using namespace report;
 
 namespace {
 
+// A unit's relative cost for the ETA: attention over a context of c tokens is ~c^2 work.
+double unit_cost(int c) { return static_cast<double>(c) * c; }
+
 std::string unit_key(const std::string& layer, int ctx, const std::string& recipe) {
   return layer + "|" + std::to_string(ctx) + "|" + recipe;
 }
 
+// Progress and ETA on stderr (stdout holds the plan and the summary): redrawn in place on a
+// terminal, a line per unit otherwise. The ETA weighs each unit by its cost, context squared.
 class Progress {
  public:
-  explicit Progress(std::size_t total) : total_(total), tty_(::isatty(STDOUT_FILENO) != 0), t0_(std::chrono::steady_clock::now()) {}
-  void step(const std::string& what) {
-    ++done_;
+  Progress(double total_cost, std::size_t units, bool quiet)
+      : total_(total_cost), units_(units), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), t0_(std::chrono::steady_clock::now()) {}
+  void step(const std::string& what, double cost) {
+    ++done_units_;
+    done_ += cost;
+    if (quiet_) return;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    const double rate = static_cast<double>(done_) / std::max(s, 1e-9);
-    const double eta = static_cast<double>(total_ - done_) / std::max(rate, 1e-9);
+    const double eta = done_ > 0 ? s * (total_ - done_) / done_ : 0;
     if (tty_) {
-      const int width = 30, fill = static_cast<int>(width * done_ / std::max<std::size_t>(total_, 1));
-      fmt::print("\r[{}{}] {}/{} {:.2f}/s ETA {:.0f}s  {:<50.50}", std::string(fill, '#'), std::string(width - fill, '.'), done_, total_,
-                 rate, eta, what);
-      if (done_ == total_) fmt::print("\n");
-      std::fflush(stdout);
+      const int width = 30, fill = static_cast<int>(width * done_ / std::max(total_, 1e-300));
+      fmt::print(stderr, "\r[{}{}] {}/{} ETA {}  {:<50.50}", std::string(fill, '#'), std::string(width - fill, '.'), done_units_, units_,
+                 duration(eta), what);
+      if (done_units_ == units_) fmt::print(stderr, "\n");
     } else {
-      fmt::print("[{}/{}] {} ({:.2f} units/s, ETA {:.0f} s)\n", done_, total_, what, rate, eta);
+      fmt::print(stderr, "[{}/{}] {} (ETA {})\n", done_units_, units_, what, duration(eta));
     }
+    std::fflush(stderr);
   }
 
  private:
-  std::size_t total_, done_ = 0;
-  bool tty_;
+  static std::string duration(double s) {
+    return s < 90 ? fmt::format("{:.0f} s", s) : s < 5400 ? fmt::format("{:.1f} min", s / 60) : fmt::format("{:.1f} h", s / 3600);
+  }
+  double total_, done_ = 0;
+  std::size_t units_, done_units_ = 0;
+  bool quiet_, tty_;
   std::chrono::steady_clock::time_point t0_;
 };
 
@@ -165,7 +176,7 @@ void record_failure(const fs::path& dir, const std::string& layer, int ctx, cons
   append_durable(dir / "failed.jsonl",
                  json{{"layer", layer}, {"context", ctx}, {"recipe", recipe}, {"backend", backend}, {"reason", why}}.dump() + "\n");
   fmt::print(stderr, "qattn: warning: layer {} context {} recipe '{}' failed: {}\n", layer, ctx, recipe, why);
-  progress.step(fmt::format("layer {} ctx {} {}: failed", layer, ctx, recipe));
+  progress.step(fmt::format("layer {} ctx {} {}: failed", layer, ctx, recipe), unit_cost(ctx));
 }
 
 void write_outputs(const Experiment& e, const fs::path& dir) {
@@ -329,15 +340,18 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
   write_atomic(dir / "config.json", config.dump(2) + "\n");
 
   std::size_t total = 0;
+  double total_cost = 0;
   for (const std::string& l : layers)
     for (int c : contexts)
       for (const auto& [name, r] : e.recipes) {
         (void)r;
-        total += done.count(unit_key(l, c, name)) ? 0 : 1;
+        if (done.count(unit_key(l, c, name))) continue;
+        total += 1;
+        total_cost += unit_cost(c);
       }
   fmt::print("{}: {} layers x {} contexts x {} recipes; {} units to run{}\n", e.name, layers.size(), contexts.size(), e.recipes.size(),
              total, done.empty() ? "" : fmt::format(" ({} already in the report)", done.size()));
-  Progress progress(total);
+  Progress progress(total_cost, total, opt.quiet);
 
   for (const std::string& l : layers)
     for (int c : contexts) {
@@ -411,7 +425,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           if (!reason.empty()) {
             append_durable(dir / "not_covered.jsonl",
                            json{{"layer", l}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}.dump() + "\n");
-            progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name));
+            progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), unit_cost(c));
             continue;
           }
           const gpu::GpuResult g = gpu::run(p, recipe);
@@ -464,7 +478,9 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           lines += row.dump() + "\n";
         }
         append_durable(dir / "results.jsonl", lines);
-        progress.step(fmt::format("layer {} ctx {} {}: {:.2f} dB", l, c, name, 10 * std::log10(pooled_sig / pooled_err)));
+        progress.step(fmt::format("layer {} ctx {} {}: {}", l, c, name,
+                                  pooled_err == 0 ? std::string("exact") : fmt::format("{:.2f} dB", 10 * std::log10(pooled_sig / pooled_err))),
+                      unit_cost(c));
       }
     }
   write_outputs(e, dir);

@@ -10,6 +10,7 @@ namespace qattn {
 struct RunOptions {
   bool resume = false;   // complete an interrupted run without repeating a unit
   bool force = false;    // replace an existing report folder
+  bool quiet = false;    // no progress on stderr (warnings and errors still)
   std::string backend = "emulate";
   std::string command_line;
 };

@@ -141,7 +141,8 @@ auto with_hdf5_errors(const std::string& file, F&& f) {
   try {
     return f();
   } catch (const H5::Exception& e) {
-    throw DatasetError(file + ": HDF5 error in " + e.getFuncName() + ": " + e.getDetailMsg());
+    throw DatasetError(file + ": HDF5 cannot read it (" + e.getFuncName() + ": " + e.getDetailMsg() +
+                       "): corrupt, or not laid out as schema qattn-dump/1 (datasets/README.md)");
   }
 }
 

@@ -12,6 +12,13 @@ namespace qattn {
 // walk (dump, get, comparison) far from the stack's end.
 inline constexpr int kMaxJsonDepth = 64;
 
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+inline std::string json_error_text(const std::exception& e) {
+  std::string s = e.what();
+  if (s.rfind("[json.exception.", 0) == 0 && s.find("] ") != std::string::npos) s = s.substr(s.find("] ") + 2);
+  return s;
+}
+
 inline nlohmann::ordered_json read_json_file(const std::string& path, const std::string& what) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot read the " + what);
@@ -24,8 +31,8 @@ inline nlohmann::ordered_json read_json_file(const std::string& path, const std:
   };
   try {
     return nlohmann::ordered_json::parse(in, depth_guard);
-  } catch (const nlohmann::ordered_json::parse_error& e) {
-    throw std::invalid_argument(path + ": not valid JSON: " + e.what());
+  } catch (const nlohmann::ordered_json::exception& e) {  // parse errors, and numbers past a double (1e309)
+    throw std::invalid_argument(path + ": not valid JSON: " + json_error_text(e));
   }
 }
 

@@ -43,6 +43,12 @@ int parse_int(const std::string& s, const std::string& what) {
   return static_cast<int>(v);
 }
 
+// A JSON number that must be a whole count, as text for the one-line form.
+std::string parse_text_int(double v, const std::string& what) {
+  if (v != std::floor(v) || std::fabs(v) > 1e9) bad(what, "expected an integer, got " + std::to_string(v));
+  return std::to_string(static_cast<long long>(v));
+}
+
 // The shortest text that reads back as the same double (no locale, no iostreams).
 std::string num(double v) {
   char buf[32];
@@ -445,16 +451,29 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
     else if (value.is_boolean()) text = value.get<bool>() ? "1" : "0";
     else if (value.is_object() && (key == "q" || key == "k" || key == "p" || key == "v")) {
       // {"format": "int8", "granularity": "block", "block": 64, "static": 448, "scale_format": "fp16"}
-      text = value.value("format", "");
-      if (value.contains("static")) text += "/static:" + num(value["static"].get<double>());
+      const auto str = [&](const char* k) {
+        if (!value[k].is_string()) bad(what + "." + k, "expected a string, got " + value[k].dump().substr(0, 60));
+        return value[k].get<std::string>();
+      };
+      const auto number = [&](const char* k) {
+        if (!value[k].is_number()) bad(what + "." + k, "expected a number, got " + value[k].dump().substr(0, 60));
+        return value[k].get<double>();
+      };
+      const auto flag = [&](const char* k) {
+        if (!value.contains(k)) return false;
+        if (!value[k].is_boolean()) bad(what + "." + k, "expected true or false, got " + value[k].dump().substr(0, 60));
+        return value[k].get<bool>();
+      };
+      text = value.contains("format") ? str("format") : "";
+      if (value.contains("static")) text += "/static:" + num(number("static"));
       if (value.contains("granularity")) {
-        text += "/" + value["granularity"].get<std::string>();
-        if (value.contains("block")) text += ":" + std::to_string(value["block"].get<int>());
+        text += "/" + str("granularity");
+        if (value.contains("block")) text += ":" + parse_text_int(number("block"), what + ".block");
       }
-      if (value.contains("scale_format")) text += "/scale:" + value["scale_format"].get<std::string>();
-      if (value.contains("divide")) text += "/div:" + value["divide"].get<std::string>();
-      if (value.value("amax_mul", false)) text += "/amax:mul";
-      if (value.value("round_away", false)) text += "/round:away";
+      if (value.contains("scale_format")) text += "/scale:" + str("scale_format");
+      if (value.contains("divide")) text += "/div:" + str("divide");
+      if (flag("amax_mul")) text += "/amax:mul";
+      if (flag("round_away")) text += "/round:away";
       for (const auto& [k2, v2] : value.items()) {
         (void)v2;
         if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "scale_format" && k2 != "divide" &&

@@ -202,6 +202,8 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
       return prepare(x, oq);
     } catch (const NumericFailure& f) {
       throw NumericFailure(std::string("recipe field '") + name + ".scale': " + f.what());
+    } catch (const std::invalid_argument& e) {  // a spec that does not fit this input (a group that does not divide d)
+      throw std::invalid_argument(std::string("recipe field '") + name + "' on this input (d = " + std::to_string(x.dim) + "): " + e.what());
     }
   };
   pr.q = named("q", q, r.q);

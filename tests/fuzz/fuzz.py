@@ -19,8 +19,9 @@ accumulators and mma(...) parameters, tiles, split, tau, presets, empty/unknown/
 and HDF5 bytes (bit flips in metadata and data, extreme values written into the raw q/k/v ranges,
 numeric attributes such as softmax_scale / sliding_window / causal / n_tokens found by name and
 overwritten, truncation, appended junk, zeroed/0xFF blocks, superblock fields). With h5py in
-/work/main/.venv-dump (or --h5py PYTHON), tests/fuzz/h5_semantic.py also makes ~90 semantic
-mutants once (missing datasets, wrong dtype/shape/rank, non-finite values, bad attributes).
+/work/main/.venv-dump (or --h5py PYTHON), tests/fuzz/h5_semantic.py also makes ~85 semantic
+mutants per seed dump once (missing datasets, wrong dtype/shape/rank, non-finite and extreme
+values, bad attributes: softmax_scale 1e300, sliding_window 2^31 / 2^32 / 2^63-1, ...).
 
 Seed corpus: tests/fuzz/corpus (--corpus): *.h5 (+ SEED.h5.layout.json byte ranges), exp-*.json,
 bounds-*.json, report-*/ (report folders for report-mode bounds), recipes.txt (one line each).
@@ -32,12 +33,16 @@ same cases in any --jobs; results are recorded in trial order.
 Classification of a trial (first match wins):
   crash    killed by a signal (returncode < 0), or an exit code not in {0, 1, 2} (this includes
            CLI11's usage errors 104-106, tagged 'cli11 exit N'), or stderr containing one of
-           CRASH_MARKERS ('terminate called', 'Segmentation', 'AddressSanitizer', 'runtime error:' ...)
+           CRASH_MARKERS ('terminate called', 'Segmentation', 'AddressSanitizer', 'runtime error:' ...).
+           A bare signal is tagged with the kind of mutation ([deep nesting], [mutated report],
+           [semantic HDF5]) so that distinct causes are kept (and minimized) apart.
   hang     ran past --timeout (default 20 s); the process group is killed. The finding notes how many
            '[k/N]' progress lines were seen (work was being done) but it is reported as a hang.
   nan      exit 0, and stdout or the written report (results.jsonl/csv, stats.jsonl, summary.md,
            config.json, figures/*.csv) holds a NaN or infinity printed as a number: in JSON a NaN /
-           Infinity literal, or a string value "nan"/"-nan"/"-inf"; "inf" is accepted only as a
+           Infinity literal, a null in a metric field (NULL_METRICS: nlohmann::json writes a NaN
+           or inf double as null; kl_mean / tv_mean may be null when kl_rows is 0), or a string
+           value "nan"/"-nan"/"-inf"; "inf" is accepted only as a
            positive value of a *_db field (the documented encoding of an exact match's SQNR); in text
            a whitespace/|/,-delimited token nan, -nan, inf, -inf, infinity, nan(...) ("inf" is
            accepted on a line or CSV column that is about dB). Recipe strings are labels: a token
