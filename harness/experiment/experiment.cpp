@@ -6,6 +6,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <type_traits>
+#include <sstream>
+#include <algorithm>
 #include <stdexcept>
 
 #include "harness/io/json_file.hpp"
@@ -36,7 +39,12 @@ void only_keys(const Experiment& e, const json& j, const std::string& where, con
 template <typename T>
 T get(const Experiment& e, const json& j, const std::string& where, const char* expected) {
   try {
-    return j.get<T>();
+    T v = j.get<T>();
+    if constexpr (std::is_same_v<T, std::string>) {
+      // A NUL would cut every message and path that carries the string at that point.
+      if (v.find('\0') != std::string::npos) bad(e, where, std::string("contains a NUL character; expected ") + expected);
+    }
+    return v;
   } catch (const json::exception&) {
     bad(e, where, std::string("expected ") + expected + ", got " + json_brief(j));
   }
@@ -63,6 +71,28 @@ std::vector<int> get_ints(const Experiment& e, const json& j, const std::string&
     for (std::size_t k = 0; k < out.size(); ++k)
       if (out[k] == v) bad(e, w, std::to_string(v) + " is listed twice (also at [" + std::to_string(k) + "]); each unit runs once");
     out.push_back(v);
+  }
+  return out;
+}
+
+// {"from": 256, "to": 4096, "factor": 2} (256, 512, ..., 4096) or {"from": 512, "to": 2048, "step": 512}.
+std::vector<int> context_range(const Experiment& e, const json& r) {
+  only_keys(e, r, "selection.contexts", {"from", "to", "factor", "step"});
+  const std::string w = "selection.contexts";
+  if (!r.contains("from") || !r.contains("to")) bad(e, w, "a range needs from and to, and factor or step");
+  const long long from = get_int(e, r["from"], w + ".from", 1, std::numeric_limits<int>::max(), "a token count");
+  const long long to = get_int(e, r["to"], w + ".to", from, std::numeric_limits<int>::max(), "a token count >= from");
+  if (r.contains("factor") == r.contains("step")) bad(e, w, "expected exactly one of factor (geometric) or step (arithmetic)");
+  std::vector<int> out;
+  if (r.contains("factor")) {
+    const long long f = get_int(e, r["factor"], w + ".factor", 2, 1024, "an integer factor");
+    for (long long c = from; c <= to; c *= f) out.push_back(static_cast<int>(c));
+  } else {
+    const long long st = get_int(e, r["step"], w + ".step", 1, std::numeric_limits<int>::max(), "a token step");
+    for (long long c = from; c <= to; c += st) {
+      out.push_back(static_cast<int>(c));
+      if (out.size() > 4096) bad(e, w, "the range has more than 4096 contexts");
+    }
   }
   return out;
 }
@@ -108,8 +138,10 @@ Experiment read_experiment(const std::string& path) {
     const json& s = j["selection"];
     if (!s.is_object()) bad(e, "selection", "expected an object");
     only_keys(e, s, "selection", {"layers", "heads", "contexts", "rows"});
-    if (s.contains("layers")) {
-      if (!s["layers"].is_array()) bad(e, "selection.layers", "expected a list of layer indices");
+    if (s.contains("layers") && s["layers"] == "all") {
+      // every layer of the dump (as when "layers" is left out)
+    } else if (s.contains("layers")) {
+      if (!s["layers"].is_array()) bad(e, "selection.layers", "expected a list of layer indices or names, or \"all\"");
       for (std::size_t i = 0; i < s["layers"].size(); ++i) {
         const std::string where = "selection.layers[" + std::to_string(i) + "]";
         const std::string name = layer_name(e, s["layers"][i], where);
@@ -119,7 +151,11 @@ Experiment read_experiment(const std::string& path) {
       }
     }
     if (s.contains("heads")) e.heads = get_ints(e, s["heads"], "selection.heads", 0, std::numeric_limits<int>::max(), "query-head indices");
-    if (s.contains("contexts")) e.contexts = get_ints(e, s["contexts"], "selection.contexts", 1, std::numeric_limits<int>::max(), "positive token counts");
+    if (s.contains("contexts") && s["contexts"].is_object()) {
+      e.contexts = context_range(e, s["contexts"]);
+    } else if (s.contains("contexts")) {
+      e.contexts = get_ints(e, s["contexts"], "selection.contexts", 1, std::numeric_limits<int>::max(), "positive token counts");
+    }
     if (s.contains("rows")) e.rows = static_cast<int>(get_int(e, s["rows"], "selection.rows", 0, std::numeric_limits<int>::max(), "a row count (sampled query rows; 0 = all)"));
   }
 
@@ -148,35 +184,78 @@ Experiment read_experiment(const std::string& path) {
       bad(e, "recipes", "expected an object of named recipes or a list");
     }
   }
-  // A sweep: a base recipe and lists of values per key; their cartesian product is added.
+  // A sweep: a base recipe, "vary" lists whose cartesian product is taken, and "zip" lists of one
+  // length taken together (the i-th values of every zip key form one combination); each
+  // combination of zip x vary is one recipe named by its line. A key in both the base and the
+  // sweep takes the sweep's value (stated in sweep_overrides).
   if (j.contains("sweep")) {
     const json& s = j["sweep"];
-    if (!s.is_object()) bad(e, "sweep", "expected an object with 'base' and 'vary'");
-    only_keys(e, s, "sweep", {"base", "vary"});
+    if (!s.is_object()) bad(e, "sweep", "expected an object with 'base' and 'vary' and/or 'zip'");
+    only_keys(e, s, "sweep", {"base", "vary", "zip"});
     const std::string base = s.contains("base") ? get<std::string>(e, s["base"], "sweep.base", "a one-line recipe") : "";
-    if (!s.contains("vary") || !s["vary"].is_object()) bad(e, "sweep.vary", "expected an object of key: [values]");
-    std::vector<std::string> lines{base};
-    for (const auto& [key, values] : s["vary"].items()) {
-      if (!values.is_array() || values.empty()) bad(e, "sweep.vary." + key, "expected a non-empty list of values");
-      std::vector<std::string> next;
-      for (const auto& line : lines)
-        for (std::size_t i = 0; i < values.size(); ++i) {
-          const std::string v = values[i].is_string() ? values[i].get<std::string>() : values[i].dump();
-          next.push_back(line + (line.empty() ? "" : " ") + key + "=" + v);
-        }
-      lines = std::move(next);
+    if (!s.contains("vary") && !s.contains("zip")) bad(e, "sweep", "expected 'vary' (a product) and/or 'zip' (paired lists)");
+    for (const char* part : {"vary", "zip"}) {
+      if (s.contains(part) && (!s[part].is_object() || s[part].empty())) bad(e, std::string("sweep.") + part, "expected an object of key: [values]");
     }
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-      const std::string where = "sweep (combination " + std::to_string(i) + ": " + lines[i] + ")";
+    const auto text_of = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+    // Combinations as (key, value) lists: the zip tuples first, then the product over vary.
+    std::vector<std::vector<std::pair<std::string, std::string>>> combos{{}};
+    std::set<std::string> swept;
+    if (s.contains("zip")) {
+      std::size_t n = 0;
+      for (const auto& [key, values] : s["zip"].items()) {
+        const std::string w = "sweep.zip." + key;
+        if (!values.is_array() || values.empty()) bad(e, w, "expected a non-empty list of values");
+        if (n != 0 && values.size() != n) bad(e, w, std::to_string(values.size()) + " values; the zip lists must have one length (the first has " + std::to_string(n) + ")");
+        n = values.size();
+        swept.insert(key);
+        e.varied_keys.push_back(key);
+      }
+      std::vector<std::vector<std::pair<std::string, std::string>>> tuples(n);
+      for (const auto& [key, values] : s["zip"].items())
+        for (std::size_t i = 0; i < n; ++i) tuples[i].emplace_back(key, text_of(values[i]));
+      combos = tuples;
+    }
+    if (s.contains("vary")) {
+      for (const auto& [key, values] : s["vary"].items()) {
+        const std::string w = "sweep.vary." + key;
+        if (!values.is_array() || values.empty()) bad(e, w, "expected a non-empty list of values");
+        if (!swept.insert(key).second) bad(e, w, "key '" + key + "' is also in sweep.zip; expected each key in one of them");
+        e.varied_keys.push_back(key);
+        std::vector<std::vector<std::pair<std::string, std::string>>> next;
+        for (const auto& c : combos)
+          for (std::size_t i = 0; i < values.size(); ++i) {
+            next.push_back(c);
+            next.back().emplace_back(key, text_of(values[i]));
+          }
+        combos = std::move(next);
+        if (combos.size() > 100000) bad(e, "sweep", "more than 100,000 combinations");
+      }
+    }
+    std::string base_kept;
+    std::istringstream in(base);
+    for (std::string tok; in >> tok;) {
+      const std::string key = tok.substr(0, tok.find('='));
+      if (swept.count(key)) {
+        e.sweep_overrides.push_back("sweep.base's " + tok + " is replaced by each combination's " + key);
+        continue;
+      }
+      base_kept += (base_kept.empty() ? "" : " ") + tok;
+    }
+    for (std::size_t i = 0; i < combos.size(); ++i) {
+      std::string line = base_kept;
+      for (const auto& [k, v] : combos[i]) line += (line.empty() ? "" : " ") + k + "=" + v;
+      const std::string where = "sweep (combination " + std::to_string(i) + ": " + line + ")";
       for (const auto& [n, rr] : e.recipes) {
         (void)rr;
-        if (n == lines[i]) bad(e, where, "the recipe '" + lines[i] + "' is already in the experiment (a named recipe or an earlier combination); each recipe runs once");
+        if (n == line) bad(e, where, "the recipe '" + line + "' is already in the experiment (a named recipe or an earlier combination); each recipe runs once");
       }
       try {
-        e.recipes.emplace_back(lines[i], recipe_from_string(lines[i]));
+        e.recipes.emplace_back(line, recipe_from_string(line));
       } catch (const std::invalid_argument& err) {
         bad(e, where, err.what());
       }
+      e.varied[line] = combos[i];
     }
   }
   if (e.recipes.empty()) bad(e, "recipes", "no recipes; expected 'recipes' or 'sweep'");

@@ -2,6 +2,7 @@
 // An experiment file: a dataset, a selection, a recipe sweep and an output folder. Parsing is
 // strict: unknown keys are errors, and every error names the file and the JSON path.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,11 @@ struct Experiment {
   std::vector<std::pair<std::string, Recipe>> recipes;  // name, recipe (sweeps expanded)
   std::vector<PFormatThreshold> p_formats;              // for the flushed-mass statistic
   std::string output;               // report folder
+  // Sweep recipes: each one's swept (key, value) pairs, the swept keys in order (CSV columns), and
+  // what the sweep replaced in its base.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> varied;
+  std::vector<std::string> varied_keys;
+  std::vector<std::string> sweep_overrides;
 };
 
 // Throws std::invalid_argument "FILE: json.path: what was expected".

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -184,15 +185,28 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   const std::vector<json> stats = read_log(dir / "stats.jsonl");
   // results.csv: one row per (layer, head, context, recipe, backend).
   const auto opt_num = [](const json& v) { return v.is_null() ? std::string() : fmt::format("{}", v.get<double>()); };
-  std::string csv = "layer,head,context,recipe,backend,kernel,sqnr_db,rel_l2,rel_l1,cosine,max_abs,kl_mean,tv_mean,p_mass_flushed_ref,rows\n";
+  // The swept keys become columns (empty for named recipes), so a sweep reads as a table.
+  std::string varied_header;
+  for (const std::string& k : e.varied_keys) varied_header += ",\"" + k + "\"";
+  std::string csv = "layer,head,context,recipe,backend,kernel,sqnr_db,rel_l2,rel_l1,cosine,max_abs,kl_mean,tv_mean,p_mass_flushed_ref,rows" +
+                    varied_header + "\n";
   for (const json& r : rows) {
-    csv += fmt::format("{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{}\n", r["layer"].get<std::string>(), r["head"].get<int>(),
+    std::string varied_cells;
+    const auto it = e.varied.find(r["recipe"].get<std::string>());
+    for (const std::string& k : e.varied_keys) {
+      std::string v;
+      if (it != e.varied.end())
+        for (const auto& [kk, vv] : it->second)
+          if (kk == k) v = vv;
+      varied_cells += ",\"" + v + "\"";
+    }
+    csv += fmt::format("{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{}{}\n", r["layer"].get<std::string>(), r["head"].get<int>(),
                        r["context"].get<int>(), r["recipe"].get<std::string>(), r["backend"].get<std::string>(),
                        r.value("kernel", std::string("emulator")), as_double(r["sqnr_db"]), r["rel_l2"].get<double>(),
                        r["rel_l1"].get<double>(), r["cosine"].get<double>(), r["max_abs"].get<double>(), opt_num(r["kl_mean"]),
                        opt_num(r["tv_mean"]),
                        r["p_mass_flushed_ref"].is_null() ? std::string() : fmt::format("{}", r["p_mass_flushed_ref"].get<double>()),
-                       r["rows"].get<int>());
+                       r["rows"].get<int>(), varied_cells);
   }
   write_atomic(dir / "results.csv", csv);
 
@@ -218,6 +232,38 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
     if (count == 0) continue;
     md += fmt::format("| `{}` | {} | {:.2f} | {:.2f} | {:.3e} | {} | {} |\n", name, count, sum_db / count, worst, l2 / count,
                       kl_count ? fmt::format("{:.3e}", kl / kl_count) : "-", fl_count ? fmt::format("{:.4f}", fl / fl_count) : "-");
+  }
+  // The same mean SQNR split by layer and by context (pooled over heads and the other axis).
+  for (const char* axis : {"layer", "context"}) {
+    std::vector<std::string> keys;
+    std::map<std::pair<std::string, std::string>, std::pair<double, int>> cell;  // (recipe, key) -> (sum dB, rows)
+    for (const json& r : rows) {
+      const std::string k = r[axis].is_string() ? r[axis].get<std::string>() : std::to_string(r[axis].get<int>());
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+      auto& c = cell[{r["recipe"].get<std::string>(), k}];
+      c.first += as_double(r["sqnr_db"]);
+      c.second += 1;
+    }
+    if (keys.size() < 2) continue;
+    md += fmt::format("\nMean SQNR dB by {} (over heads{}):\n\n| recipe |", axis, std::string(axis) == "layer" ? " and contexts" : " and layers");
+    for (const auto& k : keys) md += " " + std::string(axis) + " " + k + " |";
+    md += "\n|---|" + [&] { std::string x; for (std::size_t i = 0; i < keys.size(); ++i) x += "---|"; return x; }() + "\n";
+    for (const auto& [name, recipe] : e.recipes) {
+      (void)recipe;
+      std::string line = fmt::format("| `{}` |", name);
+      bool any = false;
+      for (const auto& k : keys) {
+        const auto it = cell.find({name, k});
+        any |= it != cell.end();
+        line += it == cell.end() ? " - |" : fmt::format(" {:.2f} |", it->second.first / it->second.second);
+      }
+      if (any) md += line + "\n";
+    }
+  }
+  if (!e.sweep_overrides.empty()) {
+    md += "\nSweep: ";
+    for (std::size_t i = 0; i < e.sweep_overrides.size(); ++i) md += (i ? "; " : "") + e.sweep_overrides[i];
+    md += ".\n";
   }
   const std::vector<json> failed = read_log(dir / "failed.jsonl");
   if (!failed.empty()) {
@@ -335,7 +381,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
                        {"layers", layers}, {"heads", e.heads}, {"contexts", contexts}, {"rows", e.rows}, {"kl_rows", e.kl_rows},
                        {"seed", e.seed}, {"sampled_rows", sampled}, {"recipes", recipes}, {"p_formats", p_formats},
                        {"backend", opt.backend}, {"git_commit", git_commit()}, {"build_type", QATTN_BUILD_TYPE},
-                       {"date", now_utc()}, {"command_line", opt.command_line}};
+                       {"date", now_utc()}, {"command_line", opt.command_line}, {"sweep_overrides", e.sweep_overrides}};
   if (opt.resume) refuse_changed_experiment(dir, config);
   write_atomic(dir / "config.json", config.dump(2) + "\n");
 

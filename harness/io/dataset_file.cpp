@@ -219,7 +219,7 @@ void probe_in_child(const std::string& path) {
                        " s (the HDF5 library loops on it); expected an intact qattn-dump/1 file (write it again)");
   }
   if (WIFSIGNALED(status)) {
-    throw DatasetError(path + ": corrupt HDF5 file: reading its structure crashed the HDF5 library (" + ::strsignal(WTERMSIG(status)) +
+    throw DatasetError(path + ": corrupt HDF5 file: the HDF5 library died reading its structure (signal " + std::to_string(WTERMSIG(status)) +
                        "); expected an intact qattn-dump/1 file (write it again)");
   }
 }

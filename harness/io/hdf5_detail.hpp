@@ -135,14 +135,18 @@ inline void put_attr(H5::H5Object& obj, const std::string& name, const AttrValue
   }
 }
 
+// HDF5 failures as one error naming the file. The library's own words name its internal calls
+// (H5Aopen_by_idx failed), which tell a user nothing they can act on, so the message says what
+// the failure means for this file instead. `expected` names the schema the file was read as.
 template <typename F>
-auto with_hdf5_errors(const std::string& file, F&& f) {
+auto with_hdf5_errors(const std::string& file, F&& f, bool writing = false, const char* expected = "qattn-dump/1") {
   H5::Exception::dontPrint();
   try {
     return f();
-  } catch (const H5::Exception& e) {
-    throw DatasetError(file + ": HDF5 cannot read it (" + e.getFuncName() + ": " + e.getDetailMsg() +
-                       "): corrupt, or not laid out as schema qattn-dump/1 (datasets/README.md)");
+  } catch (const H5::Exception&) {
+    if (writing) throw DatasetError(file + ": HDF5 cannot write it (is the folder writable and the disk not full?)");
+    throw DatasetError(file + ": corrupt HDF5 file: the HDF5 library cannot read part of its metadata; expected an intact file of schema " +
+                       std::string(expected) + " (write it again)");
   }
 }
 
@@ -171,7 +175,7 @@ void write_atomically(const std::string& path, FormatId dtype, F&& fill) {
     std::filesystem::rename(tmp, path);
     guard.done = true;
     return 0;
-  });
+  }, true);
 }
 
 }  // namespace qattn::h5

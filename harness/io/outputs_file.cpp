@@ -133,7 +133,7 @@ OutputsFile read_outputs(const std::string& path) {
     });
     for (const std::string& name : names) out.layers.push_back(read_layer(path, layers, name));
     return out;
-  });
+  }, false, "qattn-outputs/1");
 }
 
 void write_outputs(const std::string& path, const OutputsFile& out, FormatId dtype) {

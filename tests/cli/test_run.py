@@ -165,5 +165,43 @@ with tempfile.TemporaryDirectory() as tmp:
     if sum(1 for _ in open(os.path.join(small["output"], "results.jsonl"))) != 1:
         fails.append("the failed unit has rows in results.jsonl")
 
+    # Sweeps and selections: "layers": "all", a context range, zip lists beside a product, a key of
+    # the base replaced by the sweep (and said so), the swept keys as CSV columns, per-layer and
+    # per-context summaries.
+    tiny = os.path.join(tmp, "tiny.h5")
+    subprocess.run([qattn, "synth", "--out", tiny, "--tokens", "128", "--dim", "16", "--q-heads", "2", "--kv-heads", "1", "--layers", "2"],
+                   check=True, capture_output=True)
+    sweep = {"name": "sweep", "dataset": tiny, "selection": {"layers": "all", "contexts": {"from": 32, "to": 128, "factor": 2}},
+             "kl_rows": 2, "output": os.path.join(tmp, "sweep"),
+             "sweep": {"base": "q=int8/token k=int8/token p=fp16",
+                       "zip": {"p": ["int8/static:127", "e4m3/static:448"], "v": ["int8/channel", "e4m3/channel"]},
+                       "vary": {"ksmooth": ["none", "global"]}}}
+    json.dump(sweep, open(path, "w"))
+    r = run(path, "--quiet")
+    if r.returncode != 0 or "2 layers x 3 contexts x 4 recipes; 24 units to run" not in r.stdout or r.stderr.strip():
+        fails.append(f"sweep run: {r.returncode} {r.stdout[:300]} {r.stderr[:300]}")
+    else:
+        header = open(os.path.join(sweep["output"], "results.csv")).readline().strip()
+        if not header.endswith(',"p","v","ksmooth"'):
+            fails.append(f"swept keys are not CSV columns: {header}")
+        body = open(os.path.join(sweep["output"], "results.csv")).read()
+        if ',"e4m3/static:448","e4m3/channel","global"' not in body:
+            fails.append("a zip pair's values are missing from results.csv")
+        summary = open(os.path.join(sweep["output"], "summary.md")).read()
+        for text in ("Mean SQNR dB by layer", "Mean SQNR dB by context", "| context 32 | context 64 | context 128 |",
+                     "sweep.base's p=fp16 is replaced by each combination's p"):
+            if text not in summary:
+                fails.append(f"summary.md lacks {text!r}")
+        if "q=int8/token k=int8/token p=e4m3/static:448 v=e4m3/channel ksmooth=global" not in json.load(open(os.path.join(sweep["output"], "config.json")))["recipes"]:
+            fails.append("the zip x vary recipe names are not base + zip + vary")
+    for bad_sweep, message in (({"zip": {"p": ["fp16"], "v": ["fp16", "bf16"]}}, "sweep.zip.v: 2 values; the zip lists must have one length"),
+                               ({"zip": {"p": ["fp16"]}, "vary": {"p": ["bf16"]}}, "sweep.vary.p: key 'p' is also in sweep.zip")):
+        sweep["sweep"] = {"base": "q=fp16", **bad_sweep}
+        sweep["output"] = os.path.join(tmp, "sweep-bad")
+        json.dump(sweep, open(path, "w"))
+        r = run(path)
+        if r.returncode != 1 or message not in r.stderr:
+            fails.append(f"bad sweep {bad_sweep}: {r.returncode} {r.stderr}")
+
 print("\n".join(fails) if fails else "ok")
 sys.exit(1 if fails else 0)
