@@ -7,7 +7,10 @@ Figures (PNG, in REPORT/figures/):
   k_channel_outliers.png  K's worst channel absmax over the median channel's, raw vs K-mean smoothed
                           (channel_outliers.csv also holds Q and V)
   sqnr_per_recipe.png     SQNR per recipe and layer (mean over heads and contexts)
-  error_vs_context.png    relative L2 error against context length, per recipe
+  error_vs_context.png    SQNR, KL(P_ref || P) and relative L2 against context length, per recipe
+  mass_flushed.png        the reference's row mass each P format flushes, against context length
+Titles name the model and what each point pools (heads, layers, contexts); legends sit outside the
+axes; labels are never cut (bbox_inches="tight").
 Usage: plot_report.py REPORT_DIR
 """
 import csv
@@ -30,7 +33,7 @@ def read_csv(path):
 def save(fig, figs, name, written):
     fig.tight_layout()
     out = os.path.join(figs, name)
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     written.append(out)
 
@@ -47,6 +50,14 @@ def main():
     flushed = read_csv(os.path.join(figs, "mass_flushed.csv"))
     outliers = [r for r in read_csv(os.path.join(figs, "channel_outliers.csv")) if r["tensor"] == "k"]
     results = read_csv(os.path.join(report, "results.csv"))
+    model = ""
+    try:
+        import json
+        with open(os.path.join(report, "config.json")) as f:
+            model = json.load(f).get("model", "")
+    except (OSError, ValueError):
+        pass
+    tag = f"{model}: " if model else ""
     written = []
 
     # P mass per decade, per context length.
@@ -72,7 +83,7 @@ def main():
                 ax.text(pos + 0.08 + 0.35 * (k % 2), ax.get_ylim()[1] * 0.95, f"{name}: p/max < {t:.1e}",
                         fontsize=7, rotation=90, va="top")
         axes[0][0].set_ylabel("share of row mass (%), mean over rows and heads")
-        fig.suptitle("Attention probability mass per decade (float64 reference)")
+        fig.suptitle(f"{tag}attention probability mass per decade (float64 reference; mean over sampled rows, heads, layers)")
         save(fig, figs, "p_mass_per_decade.png", written)
 
     # K channel outliers, raw vs smoothed.
@@ -86,8 +97,8 @@ def main():
         ax.bar([i + 0.2 for i in x], smo, width=0.4, label="K minus its channel mean", color="#27ae60")
         ax.set_xticks(list(x), [f"layer {l}" for l in layers])
         ax.set_ylabel("worst channel absmax / median channel absmax (x)")
-        ax.set_title("K channel outliers before and after mean subtraction (worst head)")
-        ax.legend()
+        ax.set_title(f"{tag}K channel outliers before and after mean subtraction (worst KV head per layer)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
         save(fig, figs, "k_channel_outliers.png", written)
 
     # SQNR per recipe and layer; error against context length per recipe.
@@ -103,23 +114,57 @@ def main():
             vals = [mean(min(float(r["sqnr_db"]), 150) for r in results if r["recipe"] == rec and r["layer"] == l) for rec in recipes]
             ax.bar([i + k * width for i in range(len(recipes))], vals, width=width, label=f"layer {l}")
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(recipes))], recipes, rotation=20, ha="right", fontsize=8)
-        ax.set_ylabel("SQNR (dB) vs float64, mean over heads and contexts")
-        ax.set_title("Output SQNR per recipe and layer")
-        ax.legend(fontsize=8)
+        ax.set_ylabel("SQNR (dB) vs float64 (exact drawn at 150)")
+        ax.set_title(f"{tag}output SQNR per recipe and layer (mean over heads and contexts)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
         save(fig, figs, "sqnr_per_recipe.png", written)
 
+        # Error against context: SQNR, KL (when the rows carry it) and relative L2, one panel each,
+        # the contexts themselves as ticks, one legend below the panels.
         ctxs = sorted({int(r["context"]) for r in results})
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for rec in recipes:
-            ys = [mean(float(r["rel_l2"]) for r in results if r["recipe"] == rec and int(r["context"]) == c) for c in ctxs]
-            ax.plot(ctxs, ys, marker="o", label=rec)
+        have_kl = any(r["kl_mean"] for r in results)
+        panels = [("sqnr_db", "SQNR (dB) vs float64", False), ("rel_l2", "relative L2 error vs float64", True)]
+        if have_kl:
+            panels.insert(1, ("kl_mean", "KL(P_ref || P) per row", True))
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+        for ax, (col, label, logy) in zip(axes[0], panels):
+            for rec in recipes:
+                ys = []
+                for c in ctxs:
+                    vals = [float(r[col]) for r in results if r["recipe"] == rec and int(r["context"]) == c and r[col] != ""]
+                    ys.append(mean(min(v, 150) if col == "sqnr_db" else max(v, 1e-12) for v in vals) if vals else float("nan"))
+                ax.plot(ctxs, ys, marker="o", label=rec)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(ctxs, [str(c) for c in ctxs], fontsize=8)
+            ax.minorticks_off()
+            if logy:
+                ax.set_yscale("log")
+            ax.set_xlabel("context length (tokens)")
+            ax.set_ylabel(label)
+            ax.grid(True, alpha=0.3)
+        handles, names = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, len(names)), fontsize=8)
+        fig.suptitle(f"{tag}error against context length (each point: mean over layers and heads)")
+        save(fig, figs, "error_vs_context.png", written)
+
+    # The reference's mass at or below each P format's flush threshold, against context.
+    if flushed:
+        formats = sorted({r["p_format"] for r in flushed})
+        fctx = sorted({int(r["context"]) for r in flushed})
+        fig, ax = plt.subplots(figsize=(10, 4.2))
+        for fmt in formats:
+            ys = [mean(float(r["mass_flushed"]) for r in flushed if r["p_format"] == fmt and int(r["context"]) == c) for c in fctx]
+            ax.plot(fctx, [max(y, 1e-12) for y in ys], marker="o", label=f"{fmt} (p/max < {thresholds[fmt]:.1e})")
         ax.set_xscale("log", base=2)
+        ax.set_xticks(fctx, [str(c) for c in fctx], fontsize=8)
+        ax.minorticks_off()
         ax.set_yscale("log")
         ax.set_xlabel("context length (tokens)")
-        ax.set_ylabel("relative L2 error vs float64 (mean over layers and heads)")
-        ax.set_title("Error against context length")
-        ax.legend(fontsize=7)
-        save(fig, figs, "error_vs_context.png", written)
+        ax.set_ylabel("row mass flushed to zero (float64 P)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+        ax.set_title(f"{tag}mass a static P format flushes\n(mean over sampled rows, heads, layers)", fontsize=10)
+        save(fig, figs, "mass_flushed.png", written)
 
     for w in written:
         print(f"figure: {w}")
