@@ -112,6 +112,7 @@ PFormatThreshold p_threshold(const Experiment& e, const std::string& text, const
     bad(e, where, err.what());
   }
   if (o.unit_scale || o.spec.rule != ScaleRule::static_multiplier) bad(e, where, "'" + text + "': expected FORMAT/static:S, e.g. e4m3/static:448");
+  if (!(o.spec.multiplier > 0)) bad(e, where, "'" + text + "': the static multiplier must be positive");
   return {text, flush_threshold(format_of(o.spec.format)) / o.spec.multiplier};
 }
 

@@ -325,7 +325,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
 #else
   const bool gpu_built = false;
 #endif
-  if (opt.backend != "emulate" && opt.backend != "gpu") throw std::invalid_argument("run --backend " + opt.backend + ": expected emulate or gpu");
+  if (opt.backend != "emulate" && opt.backend != "gpu") throw std::invalid_argument("run --backend '" + opt.backend + "': expected emulate or gpu");
   if (opt.backend == "gpu" && !gpu_built) {
     throw std::invalid_argument("run --backend gpu: this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
   }

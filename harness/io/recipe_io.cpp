@@ -34,6 +34,7 @@ double parse_number(const std::string& s, const std::string& what) {
     used = 0;
   }
   if (used != s.size() || s.empty()) bad(what, "'" + s + "' is not a number");
+  if (!std::isfinite(v)) bad(what, "'" + s + "' is not a finite number");
   return v;
 }
 

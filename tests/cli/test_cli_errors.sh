@@ -52,6 +52,7 @@ check "eval integer QK default" 0 "^pooled " -- "${ev[@]}" --recipe "q=int8/toke
 check "eval every P flushed" 1 "s.h5: layer 0, recipe 'q=fp32 k=fp32 p=int8/static:0.25': no result to report: the result has [0-9]+ non-finite" -- "${ev[@]}" --recipe "q=fp32 k=fp32 p=int8/static:0.25"
 check "eval P overflows" 1 "no result to report: the result has [0-9]+ non-finite" -- "${ev[@]}" --recipe "p=fp32/static:1e38 v=fp32"
 check "eval unscaled e8m0" 1 "recipe field 'v.format': e8m0 is a scale format" -- "${ev[@]}" --recipe "v=e8m0"
+check "eval static inf" 1 "token 'p=int8/static:inf' static: 'inf' is not a finite number" -- "${ev[@]}" --recipe "p=int8/static:inf"
 check "eval split too large" 1 "recipe field 'split': expected 1..4096" -- "${ev[@]}" --recipe "split=1000000000"
 # Queries of std 1e-9 (fp32): QFlash's score unit s_Q s_K scale log2(e) ~ 1e-13, below 2^-30 (I0 would overflow).
 "$qattn" synth --out "$tmp/tiny.h5" --tokens 64 --dim 16 --q-heads 2 --kv-heads 1 --q-std 1e-9 --dtype fp32 >/dev/null

@@ -90,6 +90,8 @@ with tempfile.TemporaryDirectory() as tmp:
     expect_error(lambda b: b["selection"].update(rows=1e20), "selection.rows: expected a row count (sampled query rows; 0 = all) in 0..2147483647")
     expect_error(lambda b: b["selection"].update(layers=[99999999999999999999]), "selection.layers[0]: expected a layer index or name, got 1e+20")
     expect_error(lambda b: b.update(seed=-1), "exp.json: seed: expected a non-negative integer, got -1")
+    expect_error(lambda b: b["statistics"].update(p_formats=["e5m2fnuz/static:-nan"]), "statistics.p_formats[0]: ")
+    expect_error(lambda b: b["statistics"].update(p_formats=["e5m2fnuz/static:-nan"]), "'-nan' is not a finite number")
     expect_error(lambda b: b["recipes"].update({"q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448": "q=fp16 k=fp16"}),
                  "the recipe 'q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448' is already in the experiment")
     nested = []
