@@ -6,6 +6,7 @@
 
 #include "reference/eigen.hpp"
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <random>
 #include <vector>
@@ -19,6 +20,13 @@ namespace qattn::cli {
 CLI::App* add_bench_gpu_subcommand(CLI::App& bench, Action& action);  // cmd_bench_gpu.cpp
 
 namespace {
+
+// Progress on stderr (stdout holds the table): which configuration is being timed.
+void bench_progress(std::size_t i, std::size_t n, int tokens, int d, int reps) {
+  std::fprintf(stderr, "bench: [%zu/%zu] N=%d d=%d, %d repetition(s)\n", i + 1, n, tokens, d, reps);
+  std::fflush(stderr);
+}
+
 
 template <typename F>
 double best_seconds(int reps, F&& f) {
@@ -87,7 +95,9 @@ Action add_bench_command(CLI::App& app) {
     r.v.spec.granularity = Granularity::channel;
     r.qk_acc.kind = Accumulator::Kind::exact;
     r.pv_acc.kind = Accumulator::Kind::exact;
-    for (int d : eo->dims) {
+    for (std::size_t di = 0; di < eo->dims.size(); ++di) {
+      const int d = eo->dims[di];
+      bench_progress(di, eo->dims.size(), eo->tokens, d, eo->reps);
       const Problem p = random_problem(eo->tokens, d, 99);
       const double ref_s = best_seconds(eo->reps, [&] { (void)reference_attention(p); });
       const double emu_s = best_seconds(eo->reps, [&] { (void)emulate(p, r); });
@@ -121,7 +131,9 @@ Action add_bench_command(CLI::App& app) {
     const double gemm_gflops = 2.0 * o->gemm_n * double(o->gemm_n) * o->gemm_n / gemm_s / 1e9;
     fmt::print("eigen fp64 gemm    n={:<6} threads={}  {:8.2f} ms  {:7.1f} GFLOP/s\n", o->gemm_n, threads, gemm_s * 1e3,
                gemm_gflops);
-    for (int d : o->dims) {
+    for (std::size_t di = 0; di < o->dims.size(); ++di) {
+      const int d = o->dims[di];
+      bench_progress(di, o->dims.size(), o->tokens, d, o->reps);
       const Problem p = random_problem(o->tokens, d, 1234);
       ReferenceOptions ro;
       ro.block_q = o->block_q;

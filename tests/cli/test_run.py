@@ -196,6 +196,14 @@ with tempfile.TemporaryDirectory() as tmp:
                 fails.append(f"summary.md lacks {text!r}")
         if "q=int8/token k=int8/token p=e4m3/static:448 v=e4m3/channel ksmooth=global" not in json.load(open(os.path.join(sweep["output"], "config.json")))["recipes"]:
             fails.append("the zip x vary recipe names are not base + zip + vary")
+    # One token: a channel-mean-subtracted K is all zeros (0 / 0 in the outlier ratio); the run must
+    # finish (it used to fail at its end on a null statistic, and --resume failed the same way).
+    one = {"name": "one", "dataset": tiny, "selection": {"layers": [0], "contexts": [1]}, "kl_rows": 1,
+           "recipes": {"fp16": "q=fp16 k=fp16 p=fp16 v=fp16"}, "output": os.path.join(tmp, "one")}
+    json.dump(one, open(path, "w"))
+    r = run(path, "--quiet")
+    if r.returncode != 0 or "nan" in open(os.path.join(one["output"], "figures", "channel_outliers.csv")).read().lower():
+        fails.append(f"a one-token context: {r.returncode} {r.stderr[-300:]}")
     for bad_sweep, message in (({"zip": {"p": ["fp16"], "v": ["fp16", "bf16"]}}, "sweep.zip.v: 2 values; the zip lists must have one length"),
                                ({"zip": {"p": ["fp16"]}, "vary": {"p": ["bf16"]}}, "sweep.vary.p: key 'p' is also in sweep.zip")):
         sweep["sweep"] = {"base": "q=fp16", **bad_sweep}

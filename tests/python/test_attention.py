@@ -151,3 +151,31 @@ def test_score_with_a_batched_layout(dump, tmp_path):
     assert all(r["kernel_vs_recipe_sqnr_db"] == "inf" and r["kernel_equal_recipe"] == 128 * 64 for r in rows)
     with pytest.raises(ValueError, match=r"expected \[1, Hq, N, d\]"):
         qattn.score(lambda q, k, v, **kw: q[0], dump, layers=["7"], contexts=[64], layout="BHND", output=str(tmp_path / "c"))
+
+
+@pytest.mark.parametrize("scale_q,scale_v,softmax_scale", [(1e20, 1.0, 0.0), (1.0, 3e38, 0.0), (1.0, 1.0, 1e300)])
+def test_extreme_finite_inputs_never_print_nan(tmp_path, qattn_exe, scale_q, scale_v, softmax_scale):
+    # Finite dumps whose attention overflows: q, k of 1e20 (fp32 scores of 1e40), v of 3e38 (fp32
+    # sums past the largest float), a softmax scale of 1e300 (float64 scores past 1e308). eval gives
+    # one error naming file, layer and recipe; run records the unit as failed. Never a NaN metric.
+    rng = np.random.default_rng(2)
+    q = (rng.standard_normal((2, 32, 8)) * scale_q).astype(np.float32)
+    k = (rng.standard_normal((1, 32, 8)) * scale_q).astype(np.float32)
+    v = np.minimum(np.abs(rng.standard_normal((1, 32, 8))) * scale_v + scale_v, 3e38).astype(np.float32)
+    path = str(tmp_path / "x.h5")
+    attrs = {"schema": "qattn-dump/1", "model": "test", "weights": "random", "text_source": "none", "n_tokens": 32,
+             "created_by": "pytest", "created_at": "now"}
+    qattn.write_dump(path, [{"name": "0", "q": q, "k": k, "v": v, "causal": True, "softmax_scale": softmax_scale}], attrs, dtype="fp32")
+    recipe = "q=fp32 k=fp32 p=fp32 v=fp32"
+    e = subprocess.run([qattn_exe, "eval", "--data", path, "--layer", "0", "--recipe", recipe, "--json", "--quiet"],
+                       capture_output=True, text=True)
+    assert e.returncode == 1 and f"x.h5: layer 0, recipe '{recipe}': no result to report" in e.stderr, (e.returncode, e.stdout, e.stderr)
+    exp = tmp_path / "e.json"
+    exp.write_text(json.dumps({"name": "x", "dataset": path, "recipes": {"fp32": recipe}, "kl_rows": 2, "output": str(tmp_path / "r")}))
+    r = subprocess.run([qattn_exe, "run", str(exp), "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    failed = [json.loads(x) for x in open(tmp_path / "r" / "failed.jsonl")]
+    assert len(failed) == 1 and "non-finite" in failed[0]["reason"], failed
+    for f in ("results.csv", "results.jsonl", "summary.md"):  # results.jsonl: no unit produced a row
+        text = (tmp_path / "r" / f).read_text().lower() if (tmp_path / "r" / f).exists() or f != "results.jsonl" else ""
+        assert "nan" not in text.replace("is nan", ""), f
