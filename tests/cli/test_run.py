@@ -37,6 +37,9 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run(path)
     if r.returncode != 0:
         fails.append(f"full run failed: {r.stderr}")
+    # Progress off a terminal: a line per unit on stderr with a cost-weighted ETA; stdout keeps the plan.
+    if not any(x.startswith("[1/16] layer 0 ctx 256") and "(ETA " in x for x in r.stderr.splitlines()) or "[16/16]" not in r.stderr or "[1/16]" in r.stdout:
+        fails.append(f"no progress lines on stderr: {r.stderr[:300]}")
     full = rows(exp["output"])
     if len(full) != 2 * 2 * 4 * 2:  # layers x contexts x recipes x heads
         fails.append(f"full run has {len(full)} rows, expected 32")
@@ -174,7 +177,7 @@ with tempfile.TemporaryDirectory() as tmp:
     subprocess.run([qattn, "synth", "--out", tiny, "--tokens", "128", "--dim", "16", "--q-heads", "2", "--kv-heads", "1", "--layers", "2"],
                    check=True, capture_output=True)
     sweep = {"name": "sweep", "dataset": tiny, "selection": {"layers": "all", "contexts": {"from": 32, "to": 128, "factor": 2}},
-             "kl_rows": 2, "output": os.path.join(tmp, "sweep"),
+             "kl_rows": 2, "output": os.path.join(tmp, "sweep"), "statistics": {"p_formats": ["int8/static:127"]},
              "sweep": {"base": "q=int8/token k=int8/token p=fp16",
                        "zip": {"p": ["int8/static:127", "e4m3/static:448"], "v": ["int8/channel", "e4m3/channel"]},
                        "vary": {"ksmooth": ["none", "global"]}}}
@@ -189,6 +192,9 @@ with tempfile.TemporaryDirectory() as tmp:
         body = open(os.path.join(sweep["output"], "results.csv")).read()
         if ',"e4m3/static:448","e4m3/channel","global"' not in body:
             fails.append("a zip pair's values are missing from results.csv")
+        for png in ("error_vs_context.png", "mass_flushed.png", "sqnr_per_recipe.png"):
+            if not os.path.exists(os.path.join(sweep["output"], "figures", png)):
+                fails.append(f"figure {png} not drawn")
         summary = open(os.path.join(sweep["output"], "summary.md")).read()
         for text in ("Mean SQNR dB by layer", "Mean SQNR dB by context", "| context 32 | context 64 | context 128 |",
                      "sweep.base's p=fp16 is replaced by each combination's p"):

@@ -556,6 +556,8 @@ TEST_CASE("a failure inside the emulator's parallel rows reaches the caller as a
   r.softmax = SoftmaxKind::qflash_integer;
   CHECK_THROWS_AS(emulate(p, r), NumericFailure);
   CHECK(error_text([&] { (void)emulate(p, r); }).find("needs the score unit s = s_Q s_K softmax_scale log2(e) in [2^-30, 2]") != std::string::npos);
+  r.softmax = SoftmaxKind::ivit_shiftmax;  // I-ViT's I0 = floor(-1/s) overflowed int64 the same way
+  CHECK(error_text([&] { (void)emulate(p, r); }).find("the shiftmax integer softmax needs the score unit") != std::string::npos);
 }
 
 TEST_CASE("I-ViT shiftmax on A2: integer exp and division, measured beside QFlash", "[emulate][qflash]") {

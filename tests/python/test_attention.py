@@ -111,6 +111,10 @@ def test_dump_write_and_read(tmp_path):
     assert np.array_equal(back["q"], q) and np.array_equal(back["k"], k) and not back["causal"]
     with pytest.raises(qattn.DatasetError, match="no such layer"):
         qattn.load_layer(path, "4")
+    # Layer names past 64-bit integers sort by value (std::stoll threw out_of_range on them).
+    big = str(tmp_path / "big.h5")
+    qattn.write_dump(big, [{"name": n, "q": q, "k": k, "v": k} for n in ("99999999999999999999", "7", "100000000000000000000")], attrs)
+    assert [l["name"] for l in qattn.open_dump(big)["layers"]] == ["7", "99999999999999999999", "100000000000000000000"]
     with pytest.raises(qattn.DatasetError, match="no such file"):
         qattn.open_dump(str(tmp_path / "missing.h5"))
 

@@ -1,4 +1,5 @@
 // Bad problems: one clear error each, naming what, where and what was expected.
+#include <limits>
 #include <cmath>
 
 #include "reference/attention.hpp"
@@ -44,6 +45,20 @@ TEST_CASE("NaN or Inf inputs are rejected with their position", "[reference][err
   p = random_problem(2, 1, 8, 4, 1);
   p.v(0, 7, 0) = INFINITY;
   CHECK(problem_error(p).find("V[head 0, token 7, channel 0] is Inf") != std::string::npos);
+}
+
+TEST_CASE("the largest sliding window keeps every key visible without overflowing", "[reference]") {
+  // i + window overflowed int for window = INT_MAX (found by UBSan); the range must be all keys.
+  Problem p;
+  p.k = TensorF(1, 10, 4);
+  p.window = std::numeric_limits<int>::max();
+  for (const int i : {0, 5, 9}) {
+    CHECK(p.visible_keys(i) == std::pair<int, int>{0, 10});
+    CHECK(p.visible(i, 0));
+    CHECK(p.visible(i, 9));
+  }
+  p.causal = true;
+  CHECK(p.visible_keys(5) == std::pair<int, int>{0, 6});
 }
 
 TEST_CASE("bad rows, windows and scales are rejected", "[reference][errors]") {
