@@ -20,7 +20,7 @@ ErrorMetrics compare(std::span<const double> ref, std::span<const double> x) {
     if (!std::isfinite(x[i])) ++bad, first = i;
   if (bad) {
     throw NumericFailure("the result has " + std::to_string(bad) + " non-finite value(s) of " + std::to_string(x.size()) +
-                         " (first: element " + std::to_string(first) + " = " + (std::isnan(x[first]) ? "NaN" : "Inf") + ")");
+                         " (first: element " + std::to_string(first) + " is " + (std::isnan(x[first]) ? "NaN" : "Inf") + ")");
   }
   for (std::size_t i = 0; i < ref.size(); ++i) {
     if (!std::isfinite(ref[i])) throw NumericFailure("the float64 reference has a non-finite value (element " + std::to_string(i) + "): the input overflows it");
@@ -37,7 +37,7 @@ ErrorMetrics compare(std::span<const double> ref, std::span<const double> x) {
     max_abs = std::max(max_abs, std::fabs(e));
   }
   if (sig == 0) {
-    throw std::invalid_argument("metrics: the reference is all zeros; SQNR and relative errors are undefined");
+    throw NumericFailure("the float64 reference output is all zeros (V is zero where P has mass); SQNR and relative errors are undefined");
   }
   ErrorMetrics m;
   m.count = ref.size();

@@ -57,6 +57,7 @@ def main():
             model = json.load(f).get("model", "")
     except (OSError, ValueError):
         pass
+    model = model if len(model) <= 60 else model[:57] + "..."  # a title, not a dump of the attribute
     tag = f"{model}: " if model else ""
     written = []
 

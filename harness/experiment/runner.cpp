@@ -246,7 +246,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
     }
     if (keys.size() < 2) continue;
     md += fmt::format("\nMean SQNR dB by {} (over heads{}):\n\n| recipe |", axis, std::string(axis) == "layer" ? " and contexts" : " and layers");
-    for (const auto& k : keys) md += " " + std::string(axis) + " " + k + " |";
+    for (const auto& k : keys) md += " " + std::string(axis) + " " + k + " (dB) |";
     md += "\n|---|" + [&] { std::string x; for (std::size_t i = 0; i < keys.size(); ++i) x += "---|"; return x; }() + "\n";
     for (const auto& [name, recipe] : e.recipes) {
       (void)recipe;
@@ -327,7 +327,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
 #endif
   if (opt.backend != "emulate" && opt.backend != "gpu") throw std::invalid_argument("run --backend '" + opt.backend + "': expected emulate or gpu");
   if (opt.backend == "gpu" && !gpu_built) {
-    throw std::invalid_argument("run --backend gpu: this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
+    throw std::invalid_argument("run --backend 'gpu': this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
   }
   // Everything checkable is checked before any work.
   const DatasetInfo info = open_dataset(e.dataset);

@@ -194,9 +194,9 @@ void touch_tensors(const std::string& path, const DatasetInfo& info) {
 // fuzzer found segfaults in H5HG_read and H5Aread in 14 of 250 byte-flipped files). A corrupt file
 // must end in an error naming it, not a crash, so the structure is read first in a child process;
 // if the child dies by a signal, the parent reports the file and never parses it itself.
-// A dump's structure (attributes, groups, six elements per layer) reads in milliseconds; 20 s
+// A dump's structure (attributes, groups, six elements per layer) reads in milliseconds; 10 s
 // allows a slow disk or network file system.
-constexpr unsigned kProbeSeconds = 20;
+constexpr unsigned kProbeSeconds = 10;
 
 void probe_in_child(const std::string& path) {
   std::fflush(nullptr);

@@ -196,7 +196,7 @@ with tempfile.TemporaryDirectory() as tmp:
             if not os.path.exists(os.path.join(sweep["output"], "figures", png)):
                 fails.append(f"figure {png} not drawn")
         summary = open(os.path.join(sweep["output"], "summary.md")).read()
-        for text in ("Mean SQNR dB by layer", "Mean SQNR dB by context", "| context 32 | context 64 | context 128 |",
+        for text in ("Mean SQNR dB by layer", "Mean SQNR dB by context", "| context 32 (dB) | context 64 (dB) | context 128 (dB) |",
                      "sweep.base's p=fp16 is replaced by each combination's p"):
             if text not in summary:
                 fails.append(f"summary.md lacks {text!r}")

@@ -1205,6 +1205,9 @@ def text_nans(text, where):
             header = line.split()
         for m in NAN_TOKEN.finditer(line):
             tok = m.group(0).lower()
+            # A failure's reason names the value it found ("channel 0 is NaN"): words, not a metric.
+            if re.search(r"\bis\s*$", line[:m.start()]):
+                continue
             if tok.lstrip("+") in ("inf", "infinity"):
                 if "db" in line.lower():
                     continue
