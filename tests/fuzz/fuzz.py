@@ -1336,6 +1336,10 @@ def names_field(msg, c):
     for t in c.get("tokens", []):
         if t in msg:
             return True
+    # A command-line option the trial passed (--backend, --rows), named as the user typed it.
+    for a in c.get("argv", []):
+        if isinstance(a, str) and a.startswith("--") and len(a) > 2 and a in msg:
+            return True
     return bool(re.search(r"/layers(/|\b)|\bjson path\b|\[\d+\]", msg))
 
 
