@@ -5,6 +5,7 @@
 # on the 2-core development machine, so the README's test command (scripts/test.sh) leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh >/dev/null   # the toolchains (HIP packages on Debian 12); idempotent
 build=${QATTN_BUILD_DIR:-build}
 if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "compile-gpu: the CUDA build (QATTN_GPU=CUDA, compile only)"

@@ -18,7 +18,17 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 ctest --test-dir "$build" --output-on-failure --label-exclude "gpu|model" -E "python_package" --parallel 2 || status=$?
 if ((mutations > 0)); then
-  bash scripts/fuzz.sh "$build/harness/qattn" --mutations "$mutations" --seed 3 --out "${TMPDIR:-/tmp}/qattn-fuzz-asan" || status=$?
+  # ASan reserves terabytes of address space: no RLIMIT_AS on the trials (--mem-mb 0).
+  out="${TMPDIR:-/tmp}/qattn-fuzz-asan"
+  bash scripts/fuzz.sh "$build/harness/qattn" --mutations "$mutations" --seed 3 --jobs 2 --mem-mb 0 --out "$out" || status=$?
+  # fuzz.sh exits 0 whatever it found: the verdict reads its summary.
+  python3 - "$out/summary.json" <<'PY' || status=1
+import json, sys
+s = json.load(open(sys.argv[1]))
+bad = {k: sum(t.get(k, 0) for t in s["targets"].values()) for k in ("crash", "hang", "nan", "unclear")}
+print("sanitize.sh: fuzz under ASan + UBSan:", bad)
+sys.exit(1 if any(bad.values()) else 0)
+PY
 fi
 echo "sanitize.sh: $( ((status == 0)) && echo PASS || echo FAIL ) (tests under ASan + UBSan; fuzz findings in ${TMPDIR:-/tmp}/qattn-fuzz-asan/summary.json)"
 exit $status

@@ -137,7 +137,8 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
     for (std::string line; std::getline(fl, line);) {
       if (line.empty()) continue;
       const json r = json::parse(line, nullptr, false);
-      if (r.is_object() && r.contains("recipe") && r.contains("layer") && r.contains("context") && r.contains("reason")) {
+      if (r.is_object() && r.contains("recipe") && r["recipe"].is_string() && r.contains("layer") && r["layer"].is_string() &&
+          r.contains("context") && r["context"].is_number_integer() && r.contains("reason") && r["reason"].is_string()) {
         failed[r["recipe"].get<std::string>() + "|" + r["layer"].get<std::string>() + "|" + std::to_string(r["context"].get<int>())] = r["reason"].get<std::string>();
       }
     }

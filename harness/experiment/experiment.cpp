@@ -55,7 +55,8 @@ T get(const Experiment& e, const json& j, const std::string& where, const char* 
 long long get_int(const Experiment& e, const json& j, const std::string& where, long long lo, long long hi, const char* expected) {
   const bool integral = j.is_number_integer() || (j.is_number_float() && std::isfinite(j.get<double>()) && j.get<double>() == std::floor(j.get<double>()));
   if (!integral) bad(e, where, std::string("expected ") + expected + ", got " + json_brief(j));
-  const bool fits = j.is_number_unsigned() ? j.get<unsigned long long>() <= static_cast<unsigned long long>(hi)
+  const bool fits = j.is_number_unsigned() ? j.get<unsigned long long>() <= static_cast<unsigned long long>(hi) &&
+                                                 (lo <= 0 || j.get<unsigned long long>() >= static_cast<unsigned long long>(lo))
                     : j.is_number_integer() ? j.get<long long>() >= lo && j.get<long long>() <= hi
                                             : j.get<double>() >= static_cast<double>(lo) && j.get<double>() <= static_cast<double>(hi);
   if (!fits) bad(e, where, std::string("expected ") + expected + " in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + json_brief(j));

@@ -89,6 +89,9 @@ std::string now_utc() {
 json num(double x) { return std::isfinite(x) ? json(x) : json(x > 0 ? "inf" : (x < 0 ? "-inf" : "nan")); }
 double as_double(const json& v) {
   if (v.is_number()) return v.get<double>();
+  // Reports written before non-finite values were kept as strings hold an infinite statistic
+  // (K's channel ratio with a zero median) as null: read it back as what it was.
+  if (v.is_null()) return INFINITY;
   const std::string s = v.get<std::string>();
   return s == "inf" ? INFINITY : (s == "-inf" ? -INFINITY : NAN);
 }

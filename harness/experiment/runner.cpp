@@ -93,7 +93,9 @@ constexpr const char* kReportMarker = ".qattn-report";
 bool is_report_folder(const fs::path& dir) {
   if (!fs::is_directory(dir)) return false;
   if (fs::exists(dir / kReportMarker)) return true;
-  return fs::exists(dir / "config.json") && (fs::exists(dir / "results.jsonl") || fs::exists(dir / "results.csv"));
+  if (!fs::exists(dir / "config.json") || !fs::exists(dir / "results.jsonl")) return false;
+  const json c = json::parse(std::ifstream(dir / "config.json"), nullptr, false);
+  return c.is_object() && c.contains("experiment_file") && c.contains("dataset_fnv1a64") && c.contains("git_commit");
 }
 
 // --force: the report's own files only (a user file put in the folder stays).
@@ -133,11 +135,9 @@ class ReportLock {
 // units and their numbers (dataset, selection, seed, recipes); otherwise old and new rows would mix.
 void refuse_changed_experiment(const fs::path& dir, const json& now) {
   if (!fs::exists(dir / "config.json")) return;
-  json before;
-  try {
-    before = json::parse(std::ifstream(dir / "config.json"));
-  } catch (const json::exception&) {
-    throw std::invalid_argument((dir / "config.json").string() + ": not valid JSON; the report cannot be resumed (use --force to replace it)");
+  const json before = json::parse(std::ifstream(dir / "config.json"), nullptr, false);
+  if (!before.is_object() || (before.contains("recipes") && !before["recipes"].is_object())) {
+    throw std::invalid_argument((dir / "config.json").string() + ": not a report's config (a JSON object with recipes); the report cannot be resumed (use --force to replace it)");
   }
   std::vector<std::string> changed;
   for (const char* k : {"dataset_fnv1a64", "layers", "heads", "contexts", "rows", "kl_rows", "seed", "p_formats", "backend"}) {
@@ -145,7 +145,7 @@ void refuse_changed_experiment(const fs::path& dir, const json& now) {
   }
   const json rb = before.value("recipes", json::object());
   for (const auto& [name, line] : now["recipes"].items()) {
-    if (rb.contains(name) && rb[name] != line) changed.push_back("recipes." + name + " (" + rb[name].get<std::string>() + " -> " + line.get<std::string>() + ")");
+    if (rb.contains(name) && rb[name] != line) changed.push_back("recipes." + name + " (" + (rb[name].is_string() ? rb[name].get<std::string>() : rb[name].dump()) + " -> " + line.get<std::string>() + ")");
   }
   for (const auto& [name, line] : rb.items()) {
     (void)line;
@@ -474,7 +474,13 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
             progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), unit_cost(c));
             continue;
           }
-          const gpu::GpuResult g = gpu::run(p, recipe);
+          gpu::GpuResult g;
+          try {
+            g = gpu::run(p, recipe);
+          } catch (const NumericFailure& f) {
+            record_failure(dir, l, c, name, opt.backend, f.what(), progress);
+            continue;
+          }
           emu_out.assign(g.out.data.begin(), g.out.data.end());
           kernel = g.kernel;
 #endif
@@ -499,8 +505,18 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           record_failure(dir, l, c, name, opt.backend, why, progress);
           continue;
         }
+        // compare() refuses an all-zero or non-finite reference head: the unit then has no metrics.
+        std::vector<ErrorMetrics> head_metrics;
+        try {
+          for (int h = 0; h < hq; ++h) {
+            head_metrics.push_back(compare(std::span(ref_out).subspan(h * per_head, per_head), std::span(emu_out).subspan(h * per_head, per_head)));
+          }
+        } catch (const NumericFailure& f) {
+          record_failure(dir, l, c, name, opt.backend, fmt::format("head {}: {}", slice.q_heads[head_metrics.size()], f.what()), progress);
+          continue;
+        }
         for (int h = 0; h < hq; ++h) {
-          const ErrorMetrics m = compare(std::span(ref_out).subspan(h * per_head, per_head), std::span(emu_out).subspan(h * per_head, per_head));
+          const ErrorMetrics& m = head_metrics[static_cast<std::size_t>(h)];
           double kl = 0, tv = 0, fl = 0;
           for (std::size_t k = 0; k < kl_rows.size(); ++k) {
             const std::span<const double> pr(ref.probs.row(h, static_cast<int>(k)), n);

@@ -203,6 +203,12 @@ void probe_in_child(const std::string& path) {
   const pid_t pid = ::fork();
   if (pid < 0) return;  // no process to spare: read it directly
   if (pid == 0) {
+    // The host (Python, a test runner) may ignore, block or handle SIGALRM: the child's must kill it.
+    std::signal(SIGALRM, SIG_DFL);
+    sigset_t alarm_only;
+    sigemptyset(&alarm_only);
+    sigaddset(&alarm_only, SIGALRM);
+    ::sigprocmask(SIG_UNBLOCK, &alarm_only, nullptr);
     ::alarm(kProbeSeconds);  // some corruptions make the library loop instead of crash
     try {
       touch_tensors(path, read_structure(path));
@@ -218,8 +224,11 @@ void probe_in_child(const std::string& path) {
     throw DatasetError(path + ": corrupt HDF5 file: reading its structure did not finish in " + std::to_string(kProbeSeconds) +
                        " s (the HDF5 library loops on it); expected an intact qattn-dump/1 file (write it again)");
   }
-  if (WIFSIGNALED(status)) {
-    throw DatasetError(path + ": corrupt HDF5 file: the HDF5 library died reading its structure (signal " + std::to_string(WTERMSIG(status)) +
+  // The child's own path always ends in _exit(0): any other status is a death (a sanitizer's SEGV
+  // handler exits with 1 instead of dying by the signal).
+  if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0)) {
+    const std::string how = WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "exit status " + std::to_string(WEXITSTATUS(status));
+    throw DatasetError(path + ": corrupt HDF5 file: the HDF5 library died reading its structure (" + how +
                        "); expected an intact qattn-dump/1 file (write it again)");
   }
 }
@@ -229,6 +238,7 @@ void probe_in_child(const std::string& path) {
 DatasetInfo open_dataset(const std::string& path) {
   if (!std::filesystem::exists(path)) throw DatasetError(path + ": no such file");
   if (!std::filesystem::is_regular_file(path)) throw DatasetError(path + ": not a regular file; expected an HDF5 file of schema qattn-dump/1");
+  if (::access(path.c_str(), R_OK) != 0) throw DatasetError(path + ": cannot read it (" + std::strerror(errno) + ")");
   probe_in_child(path);
   return read_structure(path);
 }
@@ -276,7 +286,9 @@ DatasetInfo read_structure(const std::string& path) {
     for (hsize_t i = 0; i < layers.getNumObjs(); ++i) names.push_back(layers.getObjnameByIdx(i));
     if (names.empty()) fail(path, "/layers", "is empty; expected at least one layer");
     std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-      if (is_number(a) && is_number(b)) return numeric_less(a, b);
+      // Numbered layers first, by value; named ones after, by name (a strict weak order).
+      if (is_number(a) != is_number(b)) return is_number(a);
+      if (is_number(a)) return numeric_less(a, b);
       return a < b;
     });
     for (const std::string& name : names) {

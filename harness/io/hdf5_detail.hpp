@@ -145,8 +145,8 @@ auto with_hdf5_errors(const std::string& file, F&& f, bool writing = false, cons
     return f();
   } catch (const H5::Exception&) {
     if (writing) throw DatasetError(file + ": HDF5 cannot write it (is the folder writable and the disk not full?)");
-    throw DatasetError(file + ": corrupt HDF5 file: the HDF5 library cannot read part of its metadata; expected an intact file of schema " +
-                       std::string(expected) + " (write it again)");
+    throw DatasetError(file + ": the HDF5 library cannot read part of it (corrupt, locked by a writer, or compressed with a filter this "
+                       "libhdf5 lacks); expected an intact file of schema " + std::string(expected));
   }
 }
 

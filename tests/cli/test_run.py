@@ -93,6 +93,11 @@ with tempfile.TemporaryDirectory() as tmp:
     expect_error(lambda b: b["selection"].update(rows=1e20), "selection.rows: expected a row count (sampled query rows; 0 = all) in 0..2147483647")
     expect_error(lambda b: b["selection"].update(layers=[99999999999999999999]), "selection.layers[0]: expected a layer index or name, got 1e+20")
     expect_error(lambda b: b.update(seed=-1), "exp.json: seed: expected a non-negative integer, got -1")
+    expect_error(lambda b: b["selection"].update(contexts=[0]), "selection.contexts[0]: expected positive token counts in 1..2147483647, got 0")
+    expect_error(lambda b: b["selection"].update(contexts={"from": 64, "to": 512, "factor": 1}), "selection.contexts.factor: expected an integer factor in 2..1024, got 1")
+    expect_error(lambda b: b["selection"].update(contexts={"from": 0, "to": 512, "factor": 2}), "selection.contexts.from: expected a token count in 1..")
+    expect_error(lambda b: b["selection"].update(contexts={"from": 512, "to": 64, "step": 64}), "selection.contexts.to: expected a token count >= from in 512..")
+    expect_error(lambda b: b["selection"].update(contexts={"from": 64, "to": 512, "step": 0}), "selection.contexts.step: expected a token step in 1..")
     expect_error(lambda b: b["statistics"].update(p_formats=["e5m2fnuz/static:-nan"]), "statistics.p_formats[0]: ")
     expect_error(lambda b: b["statistics"].update(p_formats=["e5m2fnuz/static:-nan"]), "'-nan' is not a finite number")
     expect_error(lambda b: b["recipes"].update({"q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448": "q=fp16 k=fp16"}),
@@ -126,6 +131,12 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run(path, "--resume")
     if r.returncode != 1 or "the experiment changed since this report was written (recipes.bf16 (" not in r.stderr:
         fails.append(f"--resume after a recipe changed: {r.returncode} {r.stderr}")
+    changed = json.loads(json.dumps(small))
+    changed["selection"]["contexts"] = [512]
+    json.dump(changed, open(path, "w"))
+    r = run(path, "--resume")
+    if r.returncode != 1 or "the experiment changed since this report was written (contexts)" not in r.stderr:
+        fails.append(f"--resume after the contexts changed: {r.returncode} {r.stderr}")
     json.dump(small, open(path, "w"))
     import fcntl
     with open(os.path.join(small["output"], ".lock"), "a") as held:

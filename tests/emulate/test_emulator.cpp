@@ -555,7 +555,7 @@ TEST_CASE("a failure inside the emulator's parallel rows reaches the caller as a
   Recipe r = int8_integer_softmax_recipe();
   r.softmax = SoftmaxKind::qflash_integer;
   CHECK_THROWS_AS(emulate(p, r), NumericFailure);
-  CHECK(error_text([&] { (void)emulate(p, r); }).find("needs the score unit s = s_Q s_K softmax_scale log2(e) in [2^-30, 2]") != std::string::npos);
+  CHECK(error_text([&] { (void)emulate(p, r); }).find("needs the score unit s = s_Q s_K softmax_scale log2(e) in [2^-30, 2^15]") != std::string::npos);
   r.softmax = SoftmaxKind::ivit_shiftmax;  // I-ViT's I0 = floor(-1/s) overflowed int64 the same way
   CHECK(error_text([&] { (void)emulate(p, r); }).find("the shiftmax integer softmax needs the score unit") != std::string::npos);
 }

@@ -183,3 +183,24 @@ def test_extreme_finite_inputs_never_print_nan(tmp_path, qattn_exe, scale_q, sca
     for f in ("results.csv", "results.jsonl", "summary.md"):  # results.jsonl: no unit produced a row
         text = (tmp_path / "r" / f).read_text().lower() if (tmp_path / "r" / f).exists() or f != "results.jsonl" else ""
         assert "nan" not in text.replace("is nan", ""), f
+
+
+def test_an_all_zero_reference_is_a_failed_unit(tmp_path, qattn_exe):
+    # V all zero: the float64 output is zero and SQNR undefined. The unit is recorded as failed with
+    # the head and the reason, the run goes on to the other layer and exits 0.
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 32, 8)).astype(np.float32)
+    k = rng.standard_normal((1, 32, 8)).astype(np.float32)
+    path = str(tmp_path / "z.h5")
+    attrs = {"schema": "qattn-dump/1", "model": "test", "weights": "random", "text_source": "none", "n_tokens": 32,
+             "created_by": "pytest", "created_at": "now"}
+    qattn.write_dump(path, [{"name": "0", "q": q, "k": k, "v": np.zeros_like(k)}, {"name": "1", "q": q, "k": k, "v": k}], attrs, dtype="fp32")
+    exp = tmp_path / "e.json"
+    exp.write_text(json.dumps({"name": "z", "dataset": path, "recipes": {"fp16": "q=fp16 k=fp16 p=fp16 v=fp16"}, "kl_rows": 2,
+                               "output": str(tmp_path / "r")}))
+    r = subprocess.run([qattn_exe, "run", str(exp), "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    failed = [json.loads(x) for x in open(tmp_path / "r" / "failed.jsonl")]
+    assert [(f["layer"], f["recipe"]) for f in failed] == [("0", "fp16")] and "head 0: the float64 reference output is all zeros" in failed[0]["reason"]
+    rows = [json.loads(x) for x in open(tmp_path / "r" / "results.jsonl")]
+    assert {x["layer"] for x in rows} == {"1"} and len(rows) == 2
