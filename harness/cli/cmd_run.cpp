@@ -1,5 +1,8 @@
 // `qattn run EXPERIMENT.json`: the sweep, into reports/<name>/.
 #include "harness/cli/commands.hpp"
+
+#include <filesystem>
+#include <stdexcept>
 #include "harness/experiment/runner.hpp"
 
 namespace qattn::cli {
@@ -18,7 +21,12 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--backend", o->run.backend, "emulate, or gpu (a build with -DQATTN_GPU=CUDA or HIP)")->capture_default_str();
   return [o]() {
     o->run.command_line = "qattn run " + o->file + (o->run.resume ? " --resume" : "") + (o->run.force ? " --force" : "");
-    run_experiment(read_experiment(o->file), o->run);
+    try {
+      run_experiment(read_experiment(o->file), o->run);
+    } catch (const std::filesystem::filesystem_error& e) {  // a path in the file the system refuses
+      const std::string path = qattn::cli::brief_path(e.path1().string());
+      throw std::invalid_argument(o->file + ": path '" + path + "': " + e.code().message());
+    }
     return 0;
   };
 }

@@ -1,6 +1,7 @@
 // qattn: the accuracy laboratory's single command-line entry point.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <new>
 #include <string>
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
     for (auto& [sub, action] : actions) {
       if (sub->parsed()) return action();
     }
+  } catch (const std::filesystem::filesystem_error& e) {  // a path the system refuses (too long, no permission)
+    const std::string path = qattn::cli::brief_path(e.path1().string());
+    std::fprintf(stderr, "qattn: error: %s: %s\n", path.c_str(), e.code().message().c_str());
+    return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "qattn: error: out of memory: the request (contexts, rows, heads, tiles or splits) needs more memory than this machine has\n");
     return 1;

@@ -93,6 +93,7 @@ with tempfile.TemporaryDirectory() as tmp:
     expect_error(lambda b: b["selection"].update(rows=1e20), "selection.rows: expected a row count (sampled query rows; 0 = all) in 0..2147483647")
     expect_error(lambda b: b["selection"].update(layers=[99999999999999999999]), "selection.layers[0]: expected a layer index or name, got 1e+20")
     expect_error(lambda b: b.update(seed=-1), "exp.json: seed: expected a non-negative integer, got -1")
+    expect_error(lambda b: b.update(dataset="x" * 5000 + ".h5"), "exp.json: path 'xxxxxxxx")
     expect_error(lambda b: b["selection"].update(contexts=[0]), "selection.contexts[0]: expected positive token counts in 1..2147483647, got 0")
     expect_error(lambda b: b["selection"].update(contexts={"from": 64, "to": 512, "factor": 1}), "selection.contexts.factor: expected an integer factor in 2..1024, got 1")
     expect_error(lambda b: b["selection"].update(contexts={"from": 0, "to": 512, "factor": 2}), "selection.contexts.from: expected a token count in 1..")
