@@ -1191,7 +1191,10 @@ def json_nans(v, path="", key="", kl_null_ok=False):
         out.append(f"{path} = {v} (a bare NaN/Infinity literal)")
     elif isinstance(v, str):
         s = v.strip().lower()
-        if s in ("nan", "-nan", "+nan", "-inf", "-infinity") or (s in ("inf", "+inf", "infinity") and not str(key).endswith("_db")):
+        # A positive "inf" is a value in a dB field (an exact match) and in a channel ratio (over half
+        # the channels zero, one not: the ratio is unbounded); a NaN never is.
+        inf_ok = str(key).endswith("_db") or str(key).startswith("ratio_") or str(key).startswith("channel_ratio")
+        if s in ("nan", "-nan", "+nan", "-inf", "-infinity") or (s in ("inf", "+inf", "infinity") and not inf_ok):
             out.append(f"{path} = {v!r}")
     return out
 
@@ -1235,7 +1238,7 @@ def csv_nans(text, where):
             s = cell.strip().lower()
             if re.fullmatch(r"[-+]?(nan(\(\w*\))?|inf(inity)?)", s):
                 col = head[j] if j < len(head) else ""
-                if s.lstrip("+") in ("inf", "infinity") and "db" in col.lower():
+                if s.lstrip("+") in ("inf", "infinity") and ("db" in col.lower() or "ratio" in col.lower()):
                     continue
                 out.append(f"{where}:{r_i}: column {col!r} = {cell}")
     return out
