@@ -330,6 +330,13 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
     throw std::invalid_argument("run --backend 'gpu': this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
   }
   // Everything checkable is checked before any work.
+  std::error_code exists_ec;
+  if (!fs::exists(e.dataset, exists_ec)) {
+    std::string shown = e.dataset.substr(0, std::min<std::size_t>(e.dataset.size(), 80));
+    while (shown.size() < e.dataset.size() && !shown.empty() && (static_cast<unsigned char>(e.dataset[shown.size()]) & 0xC0) == 0x80) shown.pop_back();
+    if (shown.size() < e.dataset.size()) shown += "...";
+    throw std::invalid_argument(e.file + ": dataset: '" + shown + "': " + (exists_ec ? exists_ec.message() : std::string("no such file")));
+  }
   const DatasetInfo info = open_dataset(e.dataset);
   std::vector<std::string> layers = e.layers;
   if (layers.empty())

@@ -1,6 +1,7 @@
 #pragma once
 // Reads a JSON file, keeping its key order; one clear error for a missing file, bad JSON, or JSON
 // nested too deeply to be a configuration (printing or walking a value recurses once per level).
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -20,6 +21,8 @@ inline std::string json_error_text(const std::exception& e) {
 }
 
 inline nlohmann::ordered_json read_json_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw std::invalid_argument(path + ": is a folder; expected the " + what + " (a JSON file)");
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot read the " + what);
   const auto depth_guard = [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {

@@ -47,6 +47,7 @@ with tempfile.TemporaryDirectory() as tmp:
     bounds_error(lambda bb: bb["bounds"][0].update(sqnr_db_mn=bb["bounds"][0].pop("sqnr_db_min")),
                  "bounds.json: bounds[0].sqnr_db_mn: unknown key; expected recipe, layer, context, sqnr_db_min")
     bounds_error(lambda bb: bb.update(bounds=[]), "bounds.json: bounds: the list is empty")
+    bounds_error(lambda bb: bb.update(experiment=tmp), ": is a folder; expected the experiment file (a JSON file)")
     bounds_error(lambda bb: bb["bounds"][1].update(context=2 ** 40), "bounds.json: bounds[1]: expected recipe (string), layer (name or index) and context")
     bounds_error(lambda bb: bb["bounds"][2].update(kl_max="small"), "bounds.json: bounds[2].kl_max: expected a number")
 

@@ -80,7 +80,7 @@ with tempfile.TemporaryDirectory() as tmp:
     expect_error(lambda b: b["selection"].update(layer=[1]), "exp.json: selection.layer: unknown key")
     expect_error(lambda b: b["recipes"].update({"bad": "q=int8/token k=int8/token p=e4m4/static:448"}),
                  "exp.json: recipes.bad: recipe string: token 'p=e4m4/static:448': unknown format 'e4m4'; expected one of: fp32")
-    expect_error(lambda b: b.update(dataset="/nonexistent.h5"), "/nonexistent.h5: no such file")
+    expect_error(lambda b: b.update(dataset="/nonexistent.h5"), "exp.json: dataset: '/nonexistent.h5': no such file")
     expect_error(lambda b: b["selection"].update(contexts=[4096]), "selection.contexts: 4096 tokens asked")
     expect_error(lambda b: b["selection"].update(layers=[3]), "/layers/3: no such layer; the file has layers 0, 7, 15, 22, 29")
     expect_error(lambda b: b["statistics"].update(p_formats=["e4m3/token"]), "statistics.p_formats[0]: 'e4m3/token': expected FORMAT/static:S")
@@ -93,7 +93,7 @@ with tempfile.TemporaryDirectory() as tmp:
     expect_error(lambda b: b["selection"].update(rows=1e20), "selection.rows: expected a row count (sampled query rows; 0 = all) in 0..2147483647")
     expect_error(lambda b: b["selection"].update(layers=[99999999999999999999]), "selection.layers[0]: expected a layer index or name, got 1e+20")
     expect_error(lambda b: b.update(seed=-1), "exp.json: seed: expected a non-negative integer, got -1")
-    expect_error(lambda b: b.update(dataset="x" * 5000 + ".h5"), "exp.json: path 'xxxxxxxx")
+    expect_error(lambda b: b.update(dataset="x" * 5000 + ".h5"), "exp.json: dataset: 'xxxxxxxx")
     expect_error(lambda b: b["selection"].update(contexts=[0]), "selection.contexts[0]: expected positive token counts in 1..2147483647, got 0")
     expect_error(lambda b: b["selection"].update(contexts={"from": 64, "to": 512, "factor": 1}), "selection.contexts.factor: expected an integer factor in 2..1024, got 1")
     expect_error(lambda b: b["selection"].update(contexts={"from": 0, "to": 512, "factor": 2}), "selection.contexts.from: expected a token count in 1..")
