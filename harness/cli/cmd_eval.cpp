@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "harness/cli/commands.hpp"
+#include "harness/experiment/report_io.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "harness/io/rows_text.hpp"
@@ -114,7 +115,7 @@ int run_eval(const EvalOptions* o) {
   const ErrorMetrics pooled = compare(all_ref, all_emu);
   nlohmann::json out = {{"data", o->data},
                         {"model", info.attrs.at("model").s},
-                        {"layer", o->layer},
+                        {"layer", report::layer_json(o->layer)},
                         {"tokens", n},
                         {"rows", ref.rows.size()},
                         {"causal", p.causal},

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "harness/experiment/report_io.hpp"
 #include "harness/experiment/runner.hpp"
 #include "harness/io/json_file.hpp"
 
@@ -18,6 +19,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 namespace {
+
+// A layer as reports and bounds hold it: the dump's name, or its number where the name is one.
+bool is_layer(const json& v) { return v.is_string() || v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0); }
 
 // The emulator is deterministic; the margins absorb only what differs between hosts: libm's exp2f
 // and the compiler's vectorization of float64 sums move a dB figure in its second decimal.
@@ -49,7 +53,7 @@ void validate_bounds(const std::string& bounds_file, const json& b) {
         throw std::invalid_argument(where + "." + k + ": unknown key; expected recipe, layer, context, sqnr_db_min, kl_max, kernel_vs_recipe_db_min");
       }
     }
-    const bool layer_ok = x.contains("layer") && (x["layer"].is_string() || (x["layer"].is_number_integer() && x["layer"].get<long long>() >= 0));
+    const bool layer_ok = x.contains("layer") && is_layer(x["layer"]);
     const bool context_ok = x.contains("context") && x["context"].is_number_integer() && x["context"].get<long long>() > 0 &&
                             x["context"].get<long long>() <= 2147483647;
     if (!x.contains("recipe") || !x["recipe"].is_string() || !layer_ok || !context_ok) {
@@ -65,7 +69,7 @@ void validate_bounds(const std::string& bounds_file, const json& b) {
 }
 
 // A bound's layer as written: "15" or 15.
-std::string layer_of(const json& x) { return x["layer"].is_string() ? x["layer"].get<std::string>() : std::to_string(x["layer"].get<long long>()); }
+std::string layer_of(const json& x) { return report::layer_name(x["layer"]); }
 
 }  // namespace
 
@@ -119,13 +123,13 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
       if (!r.contains(key) || !ok) throw std::invalid_argument(at + ": " + key + ": " + (r.contains(key) ? "expected " : "missing; expected ") + expected);
     };
     need("recipe", r.contains("recipe") && r["recipe"].is_string(), "a string");
-    need("layer", r.contains("layer") && r["layer"].is_string(), "a string");
+    need("layer", r.contains("layer") && is_layer(r["layer"]), "a layer name or a non-negative integer");
     need("context", r.contains("context") && r["context"].is_number_integer(), "an integer");
     need("sqnr_db", r.contains("sqnr_db") && (r["sqnr_db"].is_number() || r["sqnr_db"] == "inf" || r["sqnr_db"] == "-inf"), "a number or \"inf\"");
     for (const char* k : {"kl_mean", "kernel_vs_recipe_sqnr_db"}) {
       if (r.contains(k) && !r[k].is_null() && !r[k].is_number() && r[k] != "inf") throw std::invalid_argument(at + ": " + k + ": expected a number, \"inf\" or null");
     }
-    Agg& a = agg[r["recipe"].get<std::string>() + "|" + r["layer"].get<std::string>() + "|" + std::to_string(r["context"].get<int>())];
+    Agg& a = agg[r["recipe"].get<std::string>() + "|" + report::layer_name(r["layer"]) + "|" + std::to_string(r["context"].get<int>())];
     a.sqnr += parse_db(r["sqnr_db"]);
     ++a.n;
     if (r.contains("kl_mean") && !r["kl_mean"].is_null()) a.kl += parse_db(r["kl_mean"]), ++a.kl_n;
@@ -137,9 +141,9 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
     for (std::string line; std::getline(fl, line);) {
       if (line.empty()) continue;
       const json r = json::parse(line, nullptr, false);
-      if (r.is_object() && r.contains("recipe") && r["recipe"].is_string() && r.contains("layer") && r["layer"].is_string() &&
+      if (r.is_object() && r.contains("recipe") && r["recipe"].is_string() && r.contains("layer") && is_layer(r["layer"]) &&
           r.contains("context") && r["context"].is_number_integer() && r.contains("reason") && r["reason"].is_string()) {
-        failed[r["recipe"].get<std::string>() + "|" + r["layer"].get<std::string>() + "|" + std::to_string(r["context"].get<int>())] = r["reason"].get<std::string>();
+        failed[r["recipe"].get<std::string>() + "|" + report::layer_name(r["layer"]) + "|" + std::to_string(r["context"].get<int>())] = r["reason"].get<std::string>();
       }
     }
   }
@@ -153,7 +157,7 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
                 {"bounds", json::array()}};
     for (const auto& [key, a] : agg) {
       const auto p1 = key.find('|'), p2 = key.rfind('|');
-      json entry = {{"recipe", key.substr(0, p1)}, {"layer", key.substr(p1 + 1, p2 - p1 - 1)}, {"context", std::stoi(key.substr(p2 + 1))},
+      json entry = {{"recipe", key.substr(0, p1)}, {"layer", report::layer_json(key.substr(p1 + 1, p2 - p1 - 1))}, {"context", std::stoi(key.substr(p2 + 1))},
                     {"sqnr_db_min", std::round((a.sqnr / a.n - kSqnrMarginDb) * 100) / 100}};
       if (a.kl_n > 0) entry["kl_max"] = a.kl / a.kl_n * kKlMarginFactor + kKlMarginAbs;
       if (a.own_n > 0 && std::isfinite(a.own / a.own_n)) entry["kernel_vs_recipe_db_min"] = std::round((a.own / a.own_n - kSqnrMarginDb) * 100) / 100;

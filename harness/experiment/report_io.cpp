@@ -96,4 +96,19 @@ double as_double(const json& v) {
   return s == "inf" ? INFINITY : (s == "-inf" ? -INFINITY : NAN);
 }
 
+json layer_json(const std::string& name) {
+  // At most 9 digits (fits an int everywhere) and no leading zero, so the number prints back as
+  // the same name.
+  const bool plain = !name.empty() && name.size() <= 9 && (name == "0" || name[0] != '0') &&
+                     name.find_first_not_of("0123456789") == std::string::npos;
+  if (plain) return std::stoi(name);
+  return name;
+}
+
+std::string layer_name(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0)) return std::to_string(v.get<long long>());
+  throw std::invalid_argument("layer: expected a layer name or a non-negative integer, got " + v.dump());
+}
+
 }  // namespace qattn::report

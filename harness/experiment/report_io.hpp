@@ -22,5 +22,11 @@ std::string git_commit();
 std::string now_utc();
 nlohmann::json num(double x);
 double as_double(const nlohmann::json& v);
+// A layer as the report stores it: a number where the dump's group name is a plain decimal
+// ("15" -> 15, so readers can sort and join on it), else the name as a string ("attn.3", "007").
+nlohmann::json layer_json(const std::string& name);
+// The dump's group name back from either form (reports written before numbers were stored hold
+// strings); anything else throws.
+std::string layer_name(const nlohmann::json& v);
 
 }  // namespace qattn::report

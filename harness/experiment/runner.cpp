@@ -175,7 +175,7 @@ template <class P>
 void record_failure(const fs::path& dir, const std::string& layer, int ctx, const std::string& recipe, const std::string& backend,
                     const std::string& why, P& progress) {
   append_durable(dir / "failed.jsonl",
-                 json{{"layer", layer}, {"context", ctx}, {"recipe", recipe}, {"backend", backend}, {"reason", why}}.dump() + "\n");
+                 json{{"layer", layer_json(layer)}, {"context", ctx}, {"recipe", recipe}, {"backend", backend}, {"reason", why}}.dump() + "\n");
   fmt::print(stderr, "qattn: warning: layer {} context {} recipe '{}' failed: {}\n", layer, ctx, recipe, why);
   progress.step(fmt::format("layer {} ctx {} {}: failed", layer, ctx, recipe), unit_cost(ctx));
 }
@@ -200,7 +200,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
           if (kk == k) v = vv;
       varied_cells += ",\"" + v + "\"";
     }
-    csv += fmt::format("{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{}{}\n", r["layer"].get<std::string>(), r["head"].get<int>(),
+    csv += fmt::format("{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{}{}\n", layer_name(r["layer"]), r["head"].get<int>(),
                        r["context"].get<int>(), r["recipe"].get<std::string>(), r["backend"].get<std::string>(),
                        r.value("kernel", std::string("emulator")), as_double(r["sqnr_db"]), r["rel_l2"].get<double>(),
                        r["rel_l1"].get<double>(), r["cosine"].get<double>(), r["max_abs"].get<double>(), opt_num(r["kl_mean"]),
@@ -269,7 +269,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   if (!failed.empty()) {
     md += "\nFailed (no metrics: the result is not a number the lab reports):\n\n";
     for (const json& u : failed) {
-      md += fmt::format("- `{}`, layer {}, context {}: {}\n", u["recipe"].get<std::string>(), u["layer"].get<std::string>(), u["context"].get<int>(),
+      md += fmt::format("- `{}`, layer {}, context {}: {}\n", u["recipe"].get<std::string>(), layer_name(u["layer"]), u["context"].get<int>(),
                         u["reason"].get<std::string>());
     }
   }
@@ -287,7 +287,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
               outliers = "layer,head,context,tensor,channel_ratio_raw,channel_ratio_smoothed,int8_levels_median_raw,int8_levels_median_smoothed\n";
   static const char* lows[kDecades] = {"1e-1", "1e-2", "1e-3", "1e-4", "1e-5", "1e-6", "1e-7", "1e-8", "0"};
   for (const json& s : stats) {
-    const std::string key = fmt::format("{},{},{}", s["layer"].get<std::string>(), s["head"].get<int>(), s["context"].get<int>());
+    const std::string key = fmt::format("{},{},{}", layer_name(s["layer"]), s["head"].get<int>(), s["context"].get<int>());
     if (s["kind"] == "decades") {
       for (int k = 0; k < kDecades; ++k) decades += fmt::format("{},{},{}\n", key, lows[k], as_double(s["mass"][k]));
     } else if (s["kind"] == "flushed") {
@@ -366,11 +366,11 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
   write_atomic(dir / kReportMarker, "qattn report folder: `qattn run --force` may replace what is in it\n");
 
   std::set<std::string> done;
-  for (const json& r : read_log(dir / "results.jsonl")) done.insert(unit_key(r["layer"], r["context"], r["recipe"]));
-  for (const json& r : read_log(dir / "not_covered.jsonl")) done.insert(unit_key(r["layer"], r["context"], r["recipe"]));
-  for (const json& r : read_log(dir / "failed.jsonl")) done.insert(unit_key(r["layer"], r["context"], r["recipe"]));
+  for (const json& r : read_log(dir / "results.jsonl")) done.insert(unit_key(layer_name(r["layer"]), r["context"], r["recipe"]));
+  for (const json& r : read_log(dir / "not_covered.jsonl")) done.insert(unit_key(layer_name(r["layer"]), r["context"], r["recipe"]));
+  for (const json& r : read_log(dir / "failed.jsonl")) done.insert(unit_key(layer_name(r["layer"]), r["context"], r["recipe"]));
   std::set<std::string> stats_done;
-  for (const json& s : read_log(dir / "stats.jsonl")) stats_done.insert(s["layer"].get<std::string>() + "|" + std::to_string(s["context"].get<int>()));
+  for (const json& s : read_log(dir / "stats.jsonl")) stats_done.insert(layer_name(s["layer"]) + "|" + std::to_string(s["context"].get<int>()));
 
   // config.json: the resolved experiment with provenance.
   json recipes = json::object();
@@ -432,7 +432,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
             const auto b = mass_per_decade(std::span<const double>(ref.probs.row(h, static_cast<int>(k)), n));
             for (int q = 0; q < kDecades; ++q) mean[q] += b[q] / static_cast<double>(kl_rows.size());
           }
-          const json base = {{"layer", l}, {"head", slice.q_heads[h]}, {"context", c}};
+          const json base = {{"layer", layer_json(l)}, {"head", slice.q_heads[h]}, {"context", c}};
           json dj = base;
           dj["kind"] = "decades";
           dj["mass"] = json::array();
@@ -477,7 +477,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           const std::string reason = gpu::not_covered(p, recipe);
           if (!reason.empty()) {
             append_durable(dir / "not_covered.jsonl",
-                           json{{"layer", l}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}.dump() + "\n");
+                           json{{"layer", layer_json(l)}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}.dump() + "\n");
             progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), unit_cost(c));
             continue;
           }
@@ -539,7 +539,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
             pooled_sig += r0 * r0;
             pooled_err += er * er;
           }
-          const json row = {{"layer", l}, {"head", slice.q_heads[h]}, {"context", c}, {"recipe", name}, {"backend", opt.backend},
+          const json row = {{"layer", layer_json(l)}, {"head", slice.q_heads[h]}, {"context", c}, {"recipe", name}, {"backend", opt.backend},
                             {"recipe_line", to_string(recipe)}, {"sqnr_db", num(m.sqnr_db)}, {"rel_l2", m.rel_l2}, {"rel_l1", m.rel_l1},
                             {"kernel", kernel}, {"cosine", m.cosine}, {"max_abs", m.max_abs},
                             {"kl_mean", have_p_rows ? json(kl) : json(nullptr)}, {"tv_mean", have_p_rows ? json(tv) : json(nullptr)},

@@ -202,13 +202,13 @@ void score_outputs(const ScoreOptions& opt) {
     if (!recipe_failed.empty()) fmt::print(stderr, "qattn: warning: {} layer {} context {}: {}\n", u.kernel, u.layer, u.context, recipe_failed);
     const bool compare_recipe = u.has_recipe && recipe_failed.empty();
     const std::vector<double> kern(u.out->o.data.begin(), u.out->o.data.end()), emu_d(emu.out.data.begin(), emu.out.data.end());
-    Line line{u.kernel, u.layer, u.recipe_line, u.context, hq, static_cast<int>(ref.rows.size()), {}, {}, {}, {}, compare_recipe};
+    Line line{u.kernel, u.layer, u.recipe_line, u.context, hq, static_cast<int>(ref.rows.size()), {}, {}, {}, {}, compare_recipe, 0, 0, {}};
     line.failed = recipe_failed;
     std::string lines;
     for (int h = 0; h < hq; ++h) {
       const auto sl = [&](const std::vector<double>& v) { return std::span<const double>(v).subspan(h * per_head, per_head); };
       const ErrorMetrics mk = compare(sl(ref.out.data), sl(kern));
-      json row = {{"layer", u.layer}, {"head", h}, {"context", u.context}, {"recipe", u.kernel}, {"kernel", u.kernel},
+      json row = {{"layer", layer_json(u.layer)}, {"head", h}, {"context", u.context}, {"recipe", u.kernel}, {"kernel", u.kernel},
                   {"backend", "score"}, {"file", u.file}, {"rows", static_cast<int>(ref.rows.size())}, {"recipe_line", u.recipe_line},
                   {"sqnr_db", num(mk.sqnr_db)}, {"rel_l2", mk.rel_l2}, {"rel_l1", mk.rel_l1}, {"cosine", mk.cosine},
                   {"max_abs", mk.max_abs}, {"kl_mean", nullptr}, {"tv_mean", nullptr}};

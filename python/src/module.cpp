@@ -458,7 +458,14 @@ NB_MODULE(_core, m) {
       const std::string where = "layers[" + std::to_string(i) + "]";
       if (!l.contains("layer") || !l.contains("o")) throw std::invalid_argument(where + ": expected 'layer' and 'o' (and optional 'rows', 'context')");
       LayerOutputs lo;
-      lo.layer = nb::cast<std::string>(l["layer"]);
+      // A layer by name ("15") or by number (15), as reports store it.
+      if (nb::isinstance<nb::int_>(l["layer"])) {
+        const long long n = nb::cast<long long>(l["layer"]);
+        if (n < 0) throw std::invalid_argument(where + ".layer: " + std::to_string(n) + " is negative; expected a layer name or a non-negative integer");
+        lo.layer = std::to_string(n);
+      } else {
+        lo.layer = nb::cast<std::string>(l["layer"]);
+      }
       lo.o = to_tensor(nb::cast<AnyArray>(l["o"]), where + ".o");
       for (std::size_t j = 0; j < lo.o.size(); ++j)
         if (!std::isfinite(lo.o.data[j])) throw std::invalid_argument(where + ".o: element " + std::to_string(j) + " is not finite; the kernel must write finite outputs");

@@ -105,7 +105,7 @@ def main():
         subprocess.run([a.qattn, "score", dump, out_h5, "--output", report, "--force", "--quiet"], check=True)
         rows = [json.loads(line) for line in open(os.path.join(report, "results.jsonl"))]
         for layer in layers:
-            sel = [r for r in rows if r["layer"] == layer]
+            sel = [r for r in rows if str(r["layer"]) == layer]
             mean = lambda key: sum(float(r[key]) for r in sel) / len(sel)  # noqa: E731
             table.append((label, layer, mean("sqnr_db"), mean("recipe_sqnr_db"), mean("kernel_vs_recipe_sqnr_db"),
                           min(float(r["kernel_vs_recipe_sqnr_db"]) for r in sel)))

@@ -214,6 +214,23 @@ with tempfile.TemporaryDirectory() as tmp:
                 fails.append(f"summary.md lacks {text!r}")
         if "q=int8/token k=int8/token p=e4m3/static:448 v=e4m3/channel ksmooth=global" not in json.load(open(os.path.join(sweep["output"], "config.json")))["recipes"]:
             fails.append("the zip x vary recipe names are not base + zip + vary")
+    # Layers are numbers in every log where the dump's name is a plain decimal; a report written
+    # before that (names as strings) still resumes without repeating a unit, and still checks.
+    logs = {name: [json.loads(x) for x in open(os.path.join(sweep["output"], name))] for name in ("results.jsonl", "stats.jsonl")}
+    if not all(type(x["layer"]) is int for rows_ in logs.values() for x in rows_) or {x["layer"] for x in logs["results.jsonl"]} != {0, 1}:
+        fails.append(f"layers are not stored as integers: {sorted({repr(x['layer']) for x in logs['results.jsonl']})}")
+    for name, rows_ in logs.items():
+        with open(os.path.join(sweep["output"], name), "w") as f:
+            f.writelines(json.dumps({**x, "layer": str(x["layer"])}) + "\n" for x in rows_)
+    r = run(path, "--resume", "--quiet")
+    if r.returncode != 0 or "0 units to run (24 already in the report)" not in r.stdout:
+        fails.append(f"an old report with string layers does not resume: {r.returncode} {r.stdout[:300]} {r.stderr[:300]}")
+    old_bounds = os.path.join(tmp, "old-bounds.json")
+    json.dump({"report": sweep["output"], "bounds": [{"recipe": next(iter(json.load(open(os.path.join(sweep["output"], "config.json")))["recipes"])),
+                                                      "layer": 1, "context": 64, "sqnr_db_min": -100}]}, open(old_bounds, "w"))
+    r = subprocess.run([qattn, "check", old_bounds, "--quiet"], capture_output=True, text=True)
+    if r.returncode != 0:
+        fails.append(f"check on a report with string layers: {r.returncode} {r.stdout[-300:]} {r.stderr[-300:]}")
     # One token: a channel-mean-subtracted K is all zeros (0 / 0 in the outlier ratio); the run must
     # finish (it used to fail at its end on a null statistic, and --resume failed the same way).
     one = {"name": "one", "dataset": tiny, "selection": {"layers": [0], "contexts": [1]}, "kl_rows": 1,

@@ -201,6 +201,30 @@ def test_an_all_zero_reference_is_a_failed_unit(tmp_path, qattn_exe):
     r = subprocess.run([qattn_exe, "run", str(exp), "--quiet"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     failed = [json.loads(x) for x in open(tmp_path / "r" / "failed.jsonl")]
-    assert [(f["layer"], f["recipe"]) for f in failed] == [("0", "fp16")] and "head 0: the float64 reference output is all zeros" in failed[0]["reason"]
+    assert [(f["layer"], f["recipe"]) for f in failed] == [(0, "fp16")] and "head 0: the float64 reference output is all zeros" in failed[0]["reason"]
     rows = [json.loads(x) for x in open(tmp_path / "r" / "results.jsonl")]
-    assert {x["layer"] for x in rows} == {"1"} and len(rows) == 2
+    assert {x["layer"] for x in rows} == {1} and len(rows) == 2
+
+
+def test_layer_names_are_numbers_only_where_they_are_plain_decimals(tmp_path, qattn_exe):
+    # "12" is layer 12 in every report row; "007" (a leading zero would not print back) and
+    # "attn.3" stay the dump's names; check joins a bound written as 12 or "12" to its rows.
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((2, 16, 8)).astype(np.float32)
+    k = rng.standard_normal((1, 16, 8)).astype(np.float32)
+    path = str(tmp_path / "names.h5")
+    attrs = {"schema": "qattn-dump/1", "model": "test", "weights": "random", "text_source": "none", "n_tokens": 16,
+             "created_by": "pytest", "created_at": "now"}
+    qattn.write_dump(path, [{"name": n, "q": q, "k": k, "v": k} for n in ("12", "007", "attn.3")], attrs, dtype="fp32")
+    exp = tmp_path / "e.json"
+    exp.write_text(json.dumps({"name": "names", "dataset": path, "selection": {"layers": "all"}, "kl_rows": 2,
+                               "recipes": {"fp16": "q=fp16 k=fp16 p=fp16 v=fp16"}, "output": str(tmp_path / "r")}))
+    r = subprocess.run([qattn_exe, "run", str(exp), "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in open(tmp_path / "r" / "results.jsonl")]
+    assert sorted({repr(x["layer"]) for x in rows}) == ["'007'", "'attn.3'", "12"]
+    for layer in (12, "12", "attn.3"):
+        bounds = tmp_path / "b.json"
+        bounds.write_text(json.dumps({"report": str(tmp_path / "r"), "bounds": [{"recipe": "fp16", "layer": layer, "context": 16, "sqnr_db_min": 1000}]}))
+        c = subprocess.run([qattn_exe, "check", str(bounds)], capture_output=True, text=True)
+        assert c.returncode == 1 and "mean SQNR" in c.stderr and "< bound 1000.00 dB" in c.stderr, (layer, c.stdout, c.stderr)
