@@ -9,15 +9,14 @@
 #include <limits>
 #include <set>
 #include <sstream>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 
 #include "harness/io/hdf5_detail.hpp"
+#include "harness/io/hdf5_probe.hpp"
 #include "kernels/formats/codec.hpp"
 
 namespace qattn {
@@ -190,56 +189,13 @@ void touch_tensors(const std::string& path, const DatasetInfo& info) {
   });
 }
 
-// libhdf5 1.10 trusts a file's metadata: one flipped byte can send it reading out of bounds (a
-// fuzzer found segfaults in H5HG_read and H5Aread in 14 of 250 byte-flipped files). A corrupt file
-// must end in an error naming it, not a crash, so the structure is read first in a child process;
-// if the child dies by a signal, the parent reports the file and never parses it itself.
-// A dump's structure (attributes, groups, six elements per layer) reads in milliseconds; 10 s
-// allows a slow disk or network file system.
-constexpr unsigned kProbeSeconds = 10;
-
-void probe_in_child(const std::string& path) {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return;  // no process to spare: read it directly
-  if (pid == 0) {
-    // The host (Python, a test runner) may ignore, block or handle SIGALRM: the child's must kill it.
-    std::signal(SIGALRM, SIG_DFL);
-    sigset_t alarm_only;
-    sigemptyset(&alarm_only);
-    sigaddset(&alarm_only, SIGALRM);
-    ::sigprocmask(SIG_UNBLOCK, &alarm_only, nullptr);
-    ::alarm(kProbeSeconds);  // some corruptions make the library loop instead of crash
-    try {
-      touch_tensors(path, read_structure(path));
-    } catch (...) {  // an ordinary error: the parent reports it when it reads the file itself
-    }
-    ::_exit(0);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return;
-  }
-  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
-    throw DatasetError(path + ": corrupt HDF5 file: reading its structure did not finish in " + std::to_string(kProbeSeconds) +
-                       " s (the HDF5 library loops on it); expected an intact qattn-dump/1 file (write it again)");
-  }
-  // The child's own path always ends in _exit(0): any other status is a death (a sanitizer's SEGV
-  // handler exits with 1 instead of dying by the signal).
-  if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0)) {
-    const std::string how = WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "exit status " + std::to_string(WEXITSTATUS(status));
-    throw DatasetError(path + ": corrupt HDF5 file: the HDF5 library died reading its structure (" + how +
-                       "); expected an intact qattn-dump/1 file (write it again)");
-  }
-}
-
 }  // namespace
 
 DatasetInfo open_dataset(const std::string& path) {
   if (!std::filesystem::exists(path)) throw DatasetError(path + ": no such file");
   if (!std::filesystem::is_regular_file(path)) throw DatasetError(path + ": not a regular file; expected an HDF5 file of schema qattn-dump/1");
   if (::access(path.c_str(), R_OK) != 0) throw DatasetError(path + ": cannot read it (" + std::strerror(errno) + ")");
-  probe_in_child(path);
+  read_first_in_child(path, [&] { touch_tensors(path, read_structure(path)); }, "qattn-dump/1");
   return read_structure(path);
 }
 

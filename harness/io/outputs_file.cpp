@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "harness/io/hdf5_detail.hpp"
+#include "harness/io/hdf5_probe.hpp"
 #include "kernels/formats/codec.hpp"
 
 namespace qattn {
@@ -97,8 +98,8 @@ LayerOutputs read_layer(const std::string& file, const H5::Group& layers, const 
 
 }  // namespace
 
-OutputsFile read_outputs(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw DatasetError(path + ": no such file");
+// Without the child-process read first (read_outputs below does that).
+static OutputsFile read_outputs_directly(const std::string& path) {
   return with_hdf5_errors(path, [&] {
     if (H5::H5File::isHdf5(path.c_str()) <= 0) {
       throw DatasetError(path + ": not an HDF5 file; expected an HDF5 file of schema qattn-outputs/1");
@@ -134,6 +135,14 @@ OutputsFile read_outputs(const std::string& path) {
     for (const std::string& name : names) out.layers.push_back(read_layer(path, layers, name));
     return out;
   }, false, "qattn-outputs/1");
+}
+
+OutputsFile read_outputs(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw DatasetError(path + ": no such file");
+  if (!std::filesystem::is_regular_file(path)) throw DatasetError(path + ": not a regular file; expected an HDF5 file of schema qattn-outputs/1");
+  // The whole read in the child: outputs files are a few arrays, and a corrupt one must not crash.
+  read_first_in_child(path, [&] { (void)read_outputs_directly(path); }, "qattn-outputs/1");
+  return read_outputs_directly(path);
 }
 
 void write_outputs(const std::string& path, const OutputsFile& out, FormatId dtype) {

@@ -120,6 +120,18 @@ std::vector<float> smooth_q(TensorF& q, int block_q) { return subtract_block_mea
 
 std::vector<float> smooth_v(TensorF& v) { return subtract_block_means(v, v.tokens); }
 
+// The integer softmaxes stand 1.0 (in log2 or natural units) for the integer I0 ~ 1/s, with s the
+// score's unit s_Q s_K softmax_scale (times log2 e for QFlash). Below 2^-30, I0 = 1/s leaves int32
+// (and past 2^63 its cast is undefined); above 2^15 the fixed-point reciprocal s 2^16 times an int32
+// score leaves int64. Large s (I0 clamped to 1) computes as the kernel would; outside [2^-30, 2^15]
+// the integer pipeline has no representation, so the row is refused.
+void check_integer_softmax_step(double s, const std::string& softmax) {
+  if (s >= 0x1p-30 && s <= 0x1p15) return;
+  throw NumericFailure("recipe field 'softmax': the " + softmax + " integer softmax needs the score unit s = s_Q s_K softmax_scale" +
+                              (softmax == "qflash" ? " log2(e)" : "") + " in [2^-30, 2^15] (I0 = 1/s, an int32); a row has s = " +
+                              std::to_string(s) + "; use softmax=float for this input");
+}
+
 namespace {
 
 // One operand after quantization: values as the matmul sees them.
@@ -606,21 +618,9 @@ void run_block(const Problem& p, const Recipe& r, const Prepared& pr, const Scor
 // QFlash's constants for a row: the lab's (from s~ with the exact log2 e) or the published kernel's
 // (s_Q s_K rounded to fp16 as torch multiplies two half scalars, the softmax scale times its
 // 1.44269504, every constant rounded half to even as Python's round does).
-// The integer softmaxes stand 1.0 (in log2 or natural units) for the integer I0 ~ 1/s, with s the
-// score's unit s_Q s_K softmax_scale (times log2 e for QFlash). Below 2^-30, I0 = 1/s leaves int32
-// (and past 2^63 its cast is undefined); above 2^15 the fixed-point reciprocal s 2^16 times an int32
-// score leaves int64. Large s (I0 clamped to 1) computes as the kernel would; outside [2^-30, 2^15]
-// the integer pipeline has no representation, so the row is refused.
-void check_integer_softmax_step(double s, const std::string& softmax) {
-  if (s >= 0x1p-30 && s <= 0x1p15) return;
-  throw NumericFailure("recipe field 'softmax': the " + softmax + " integer softmax needs the score unit s = s_Q s_K softmax_scale" +
-                              (softmax == "qflash" ? " log2(e)" : "") + " in [2^-30, 2^15] (I0 = 1/s, an int32); a row has s = " +
-                              std::to_string(s) + "; use softmax=float for this input");
-}
-
 qflash::Constants qflash_constants(const Problem& p, const Recipe& r, float sq, float sk) {
   if (r.qflash.constants == QFlashVariant::Constants::lab) {
-    const double s_tilde = static_cast<double>(sq) * sk * p.scale() * 1.4426950408889634;
+    const double s_tilde = static_cast<double>(sq) * sk * p.scale() * qflash::kLog2e;
     check_integer_softmax_step(s_tilde, "qflash");
     return qflash::constants(s_tilde);
   }

@@ -3,6 +3,7 @@
 // computes it (same key tiles, same online softmax in exp2, same rounding at every step), so that
 // its distance from the float64 reference is the recipe's true cost and GPU kernels can be checked
 // against it. Rows are independent and run in parallel; results do not depend on the thread count.
+#include <string>
 #include <vector>
 
 #include "kernels/recipe/recipe.hpp"
@@ -26,6 +27,10 @@ struct EmulatorResult {
 
 // Throws std::invalid_argument for an invalid recipe (naming the field) or problem.
 EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions& opt = {});
+
+// Throws NumericFailure when an integer softmax ("qflash" or "shiftmax") cannot represent the score
+// unit s of a row (outside [2^-30, 2^15]); the GPU's integer family refuses the same rows.
+void check_integer_softmax_step(double s, const std::string& softmax);
 
 // Integer QK^T logits of an integer recipe before any scale: sum over the head dim of the Q and K
 // codes (after smoothing and rotation), per group when the recipe uses group scales. A test hook

@@ -19,6 +19,9 @@
 
 namespace qattn::qflash {
 
+// log2(e) in double: s~ = s_Q s_K softmax_scale log2(e), formed the same way on host and device.
+inline constexpr double kLog2e = 1.4426950408889634;
+
 struct Constants {
   std::int64_t i0 = 1;  // integer for 1.0 in log2 units
   std::int64_t m = 0;   // requantization multiplier (shift 15)

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "kernels/emulate/accumulator.hpp"
+#include "kernels/emulate/emulator.hpp"
+#include "kernels/emulate/qflash.hpp"
 #include "kernels/emulate/prepare_cpu.hpp"
 
 #include "kernels/formats/codec.hpp"
@@ -246,6 +248,12 @@ IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r) {
   operand(p.q, r.q, in.q_codes, in.q_scales);
   operand(p.k, r.k, in.k_codes, in.k_scales);
   operand(p.v, r.v, in.v_codes, in.v_scales);
+  // The kernel forms I0 from these scales as the emulator does: refuse the rows it cannot represent.
+  for (int h = 0; h < p.q.heads; ++h) {
+    const double s = static_cast<double>(in.q_scales[h]) * in.k_scales[h / p.group()] * p.scale();
+    check_integer_softmax_step(in.softmax == IntegerSoftmax::qflash ? s * qflash::kLog2e : s,
+                               in.softmax == IntegerSoftmax::qflash ? "qflash" : "shiftmax");
+  }
   in.rows = p.rows.resolve(p.q.tokens);
   in.causal = p.causal;
   in.window = p.window;

@@ -15,7 +15,7 @@ namespace qattn::gpu {
 
 namespace {
 
-constexpr double kLog2e = 1.4426950408889634;
+using qflash::kLog2e;
 
 struct Params {
   const int *q = nullptr, *k = nullptr;  // codes packed four to an int32 word [H][N][d/4]

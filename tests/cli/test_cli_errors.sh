@@ -66,4 +66,8 @@ corpus=$(dirname "$0")/../fuzz/corpus
 python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[2075] = 2; open(sys.argv[2], "wb").write(b)' "$corpus/tiny-a.h5" "$tmp/heap.h5"
 check "inspect corrupt heap" 1 "heap.h5: corrupt HDF5 file" -- "$qattn" inspect "$tmp/heap.h5"
 check "eval corrupt heap" 1 "heap.h5: corrupt HDF5 file" -- "$qattn" eval --data "$tmp/heap.h5" --layer 0 --recipe q=fp16
+# The same for a kernel's outputs file (qattn score): byte 839 of the corpus's outputs-a.h5 (outputs
+# for tiny-a.h5 written by qattn.write_outputs) flipped crashes libhdf5 1.10.8 inside the read.
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[839] ^= 0xff; open(sys.argv[2], "wb").write(b)' "$corpus/outputs-a.h5" "$tmp/outputs.h5"
+check "score corrupt outputs" 1 "outputs.h5: corrupt HDF5 file" -- "$qattn" score "$corpus/tiny-a.h5" "$tmp/outputs.h5" --output "$tmp/score-report" --quiet
 exit $fail

@@ -9,6 +9,7 @@
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
+#include "kernels/formats/numeric_failure.hpp"
 #include "kernels/gpu/dispatch.hpp"
 #include "tests/catch.hpp"
 #include "tests/gpu/emulator_check.hpp"
@@ -90,5 +91,17 @@ TEST_CASE("integer softmax kernels: tuning changes no bit", "[gpu][integer]") { 
     const std::vector<float> a = gpu::flash_integer(in, one), b = gpu::flash_integer(in, eight);
     REQUIRE(a.size() == b.size());
     CHECK(std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0);
+  }
+}
+
+TEST_CASE("integer softmax kernels refuse the rows the emulator refuses: a score unit outside [2^-30, 2^15]", "[gpu][integer]") {
+  // s = s_Q s_K softmax_scale ~ (1/127)^2 * 1e-6: I0 ~ 1.6e10 leaves int32 in both integer softmaxes.
+  Problem p = test::random_problem(2, 1, 64, 64, 9);
+  p.softmax_scale = 1e-6;
+  for (const char* text : {kRecipes[0], kRecipes[2]}) {
+    INFO(text);
+    const Recipe r = recipe_from_string(text);
+    CHECK_THROWS_AS(emulate(p, r), NumericFailure);
+    CHECK_THROWS_AS(gpu::make_integer_inputs(p, r), NumericFailure);
   }
 }
