@@ -15,7 +15,8 @@
 #   default 4096), --no-minimize, --max-repro-per-class K, --corpus DIR, --h5py PYTHON
 #
 # Targets: experiment files -> qattn run (also --resume / --force), bounds files -> qattn check,
-# one-line recipes -> qattn eval --json, HDF5 dumps -> qattn inspect / eval / run. Seeds are in
+# one-line recipes -> qattn eval --json, HDF5 dumps -> qattn inspect / eval / run, a kernel's
+# outputs file -> qattn score. Seeds are in
 # tests/fuzz/corpus. Classes: crash (signal, exit code not 0/1/2, 'terminate called', sanitizer
 # text), hang (past the timeout), nan (exit 0 with NaN/inf printed as a number in stdout or the
 # report), unclear (an error that names neither the input file nor a field, or shows internal text

@@ -838,6 +838,7 @@ class Corpus:
         self.support = {}  # rel path -> bytes (copied into every trial folder)
         self.exps, self.bounds, self.h5 = {}, {}, {}
         self.layouts = {}
+        self.outputs = {}
         for dirpath, _, files in os.walk(root):
             for fn in sorted(files):
                 full = os.path.join(dirpath, fn)
@@ -852,7 +853,9 @@ class Corpus:
                     self.recipes = [l.rstrip("\n") for l in data.decode().splitlines() if l.strip() and not l.startswith("#")]
                     continue
                 self.support[rel] = data
-                if rel.endswith(".h5"):
+                if rel.endswith(".h5") and fn.startswith("outputs-"):
+                    self.outputs[rel] = data  # a kernel's outputs (qattn-outputs/1), for `score`
+                elif rel.endswith(".h5"):
                     self.h5[rel] = data
                 elif fn.startswith("exp-") and fn.endswith(".json"):
                     self.exps[rel] = data.decode()
@@ -1026,6 +1029,19 @@ def gen_case(corpus, rng, target, i):
         return c
 
     # h5
+    if corpus.outputs and rng.random() < 0.15:
+        # A kernel's outputs file, mutated, scored against the dump it was written for.
+        base = rng.choice(sorted(corpus.outputs))
+        ops_seed = rng.random()
+        nops = rng.choice([1, 1, 2, 3])
+        mdata, desc = h5_mutate(random.Random(ops_seed), corpus.outputs[base], corpus.layouts.get(base), nops)
+        c["mutations"] += [f"seed {base}"] + desc
+        c["files"]["mut.h5"] = mdata
+        c.update(h5_base=corpus.outputs[base], h5_layout=corpus.layouts.get(base), h5_nops=nops, h5_ops_seed=ops_seed, base=base)
+        c["argv"] = ["score", "tiny-a.h5", "mut.h5", "--output", "score-report", "--quiet"]
+        c["names"] |= {"mut.h5", "score-report"}
+        c["fields"] |= set(H5_NAMES) | {"kernel", "recipe", "layers", "o", "rows", "context"}
+        return c
     if corpus.semantic and rng.random() < 0.4:
         name, data, sdesc, base = rng.choice(corpus.semantic)
         c["mutations"].append(f"semantic {name}: {sdesc}")
