@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include "harness/experiment/runner.hpp"
+#include "harness/parallel/ranks.hpp"
 
 namespace qattn::cli {
 
@@ -22,7 +23,16 @@ Action add_run_command(CLI::App& app) {
   return [o]() {
     o->run.command_line = "qattn run " + o->file + (o->run.resume ? " --resume" : "") + (o->run.force ? " --force" : "");
     try {
-      run_experiment(read_experiment(o->file), o->run);
+      // Under mpirun every rank reads the file; one rank reports a mistake in it, not each.
+      Experiment e;
+      std::exception_ptr err;
+      try {
+        e = read_experiment(o->file);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      ranks::agree(err);
+      run_experiment(e, o->run);
     } catch (const std::filesystem::filesystem_error& e) {  // a path in the file the system refuses
       const std::string path = qattn::cli::brief_path(e.path1().string());
       throw std::invalid_argument(o->file + ": path '" + path + "': " + e.code().message());

@@ -8,8 +8,10 @@
 
 #include "harness/cli/commands.hpp"
 #include "harness/io/dataset_file.hpp"
+#include "harness/parallel/ranks.hpp"
 
 int main(int argc, char** argv) {
+  const qattn::ranks::Session ranks(&argc, &argv);  // MPI, when mpirun or srun started this process
   CLI::App app{"qattn: an accuracy laboratory for quantized flash attention"};
   app.set_version_flag("--version", std::string("qattn ") + QATTN_VERSION + " (build " + QATTN_CLI_BUILD_TYPE + ", GPU kernels: " +
                                         (std::string(QATTN_GPU_NAME) == "NONE" ? "none" : QATTN_GPU_NAME) + ")");
@@ -46,6 +48,8 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "qattn: error: out of memory: the request (contexts, rows, heads, tiles or splits) needs more memory than this machine has\n");
+    return 1;
+  } catch (const qattn::ranks::OtherRankFailed&) {  // that rank printed its error
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qattn: error: %s\n", e.what());

@@ -32,12 +32,22 @@ void append_durable(const fs::path& file, const std::string& lines) {
 }
 
 void write_atomic(const fs::path& file, const std::string& text) {
+  // Written, made durable, then renamed over the old file: a crash leaves the old file or the new
+  // one, never a part (a merged log replaces rows only once the new ones are on disk).
   const fs::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) throw std::runtime_error(tmp.string() + ": write failed");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error(tmp.string() + ": cannot open for writing");
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w <= 0) {
+      ::close(fd);
+      throw std::runtime_error(tmp.string() + ": write failed");
+    }
+    done += static_cast<std::size_t>(w);
   }
+  ::fsync(fd);
+  ::close(fd);
   fs::rename(tmp, file);
 }
 

@@ -12,13 +12,17 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 #include <sstream>
 
 #include "harness/experiment/report_io.hpp"
+#include "harness/experiment/report_shards.hpp"
+#include "harness/parallel/ranks.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
@@ -29,6 +33,7 @@
 #include "reference/statistics.hpp"
 
 #if defined(QATTN_WITH_GPU)
+#include "kernels/gpu/device.hpp"
 #include "kernels/gpu/dispatch.hpp"
 #endif
 
@@ -103,6 +108,7 @@ void remove_report_contents(const fs::path& dir) {
   for (const char* f : {"results.jsonl", "results.csv", "stats.jsonl", "not_covered.jsonl", "failed.jsonl", "summary.md", "config.json"}) {
     fs::remove(dir / f);
   }
+  fs::remove_all(dir / kShardsFolder);
   std::error_code ec;
   for (const auto& f : fs::directory_iterator(dir / "figures", ec)) {
     if (f.path().extension() == ".csv" || f.path().extension() == ".png") fs::remove(f.path());
@@ -320,239 +326,323 @@ bool render_figures(const std::string& report_dir) {
 }
 
 void run_experiment(const Experiment& e, const RunOptions& opt) {
-#if defined(QATTN_WITH_GPU)
-  const bool gpu_built = true;
-#else
-  const bool gpu_built = false;
-#endif
-  if (opt.backend != "emulate" && opt.backend != "gpu") throw std::invalid_argument("run --backend '" + opt.backend + "': expected emulate or gpu");
-  if (opt.backend == "gpu" && !gpu_built) {
-    throw std::invalid_argument("run --backend 'gpu': this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
-  }
-  // Everything checkable is checked before any work.
-  std::error_code exists_ec;
-  if (!fs::exists(e.dataset, exists_ec)) {
-    std::string shown = e.dataset.substr(0, std::min<std::size_t>(e.dataset.size(), 80));
-    while (shown.size() < e.dataset.size() && !shown.empty() && (static_cast<unsigned char>(e.dataset[shown.size()]) & 0xC0) == 0x80) shown.pop_back();
-    if (shown.size() < e.dataset.size()) shown += "...";
-    throw std::invalid_argument(e.file + ": dataset: '" + shown + "': " + (exists_ec ? exists_ec.message() : std::string("no such file")));
-  }
-  const DatasetInfo info = open_dataset(e.dataset);
-  std::vector<std::string> layers = e.layers;
-  if (layers.empty())
-    for (const LayerInfo& l : info.layers) layers.push_back(l.name);
-  for (const std::string& l : layers) (void)info.layer(l);
-  const LayerInfo& first = info.layer(layers.front());
-  for (int h : e.heads)
-    if (h < 0 || h >= first.q_heads) throw std::invalid_argument(e.file + ": selection.heads: head " + std::to_string(h) + " outside 0.." + std::to_string(first.q_heads - 1) + " of " + e.dataset);
-  std::vector<int> contexts = e.contexts.empty() ? std::vector<int>{info.n_tokens} : e.contexts;
-  for (int c : contexts)
-    if (c > info.n_tokens) throw std::invalid_argument(e.file + ": selection.contexts: " + std::to_string(c) + " tokens asked; " + e.dataset + " has " + std::to_string(info.n_tokens));
-
+  // Every rank checks the experiment (cheap, and each needs the dataset's structure); rank 0 alone
+  // prepares the folder and merges old shards; then each rank runs its share of the pending units
+  // into its shard, and rank 0 merges them into the report. One process does the same without shards.
+  DatasetInfo info;
+  std::vector<std::string> layers;
+  std::vector<int> contexts;
   const fs::path dir(e.output);
-  if (opt.resume && opt.force) throw std::invalid_argument("run: --resume and --force exclude each other (complete the report, or replace it)");
-  if (fs::exists(dir) && !opt.resume && !opt.force) {
-    throw std::invalid_argument(dir.string() + ": the report folder exists; pass --resume to complete it or --force to replace it");
-  }
-  if (fs::exists(dir) && !is_report_folder(dir)) {
-    throw std::invalid_argument(dir.string() + ": exists but is not a report folder qattn wrote (no " + std::string(kReportMarker) +
-                                "); --resume and --force act only on those: choose another 'output' or remove it yourself");
-  }
-  const ReportLock lock(dir);  // one writer per folder: a second run on it is refused, not interleaved
-  if (opt.force) remove_report_contents(dir);
-  std::error_code ec;
-  fs::create_directories(dir / "figures", ec);
-  if (ec || ::access(dir.c_str(), W_OK) != 0) throw std::invalid_argument(dir.string() + ": cannot create or write the report folder");
-  write_atomic(dir / kReportMarker, "qattn report folder: `qattn run --force` may replace what is in it\n");
+  std::exception_ptr err;
+  try {
+  #if defined(QATTN_WITH_GPU)
+    const bool gpu_built = true;
+  #else
+    const bool gpu_built = false;
+  #endif
+    if (opt.backend != "emulate" && opt.backend != "gpu") throw std::invalid_argument("run --backend '" + opt.backend + "': expected emulate or gpu");
+    if (opt.backend == "gpu" && !gpu_built) {
+      throw std::invalid_argument("run --backend 'gpu': this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
+    }
+    // Everything checkable is checked before any work.
+    std::error_code exists_ec;
+    if (!fs::exists(e.dataset, exists_ec)) {
+      std::string shown = e.dataset.substr(0, std::min<std::size_t>(e.dataset.size(), 80));
+      while (shown.size() < e.dataset.size() && !shown.empty() && (static_cast<unsigned char>(e.dataset[shown.size()]) & 0xC0) == 0x80) shown.pop_back();
+      if (shown.size() < e.dataset.size()) shown += "...";
+      throw std::invalid_argument(e.file + ": dataset: '" + shown + "': " + (exists_ec ? exists_ec.message() : std::string("no such file")));
+    }
+    info = open_dataset(e.dataset);
+    layers = e.layers;
+    if (layers.empty())
+      for (const LayerInfo& l : info.layers) layers.push_back(l.name);
+    for (const std::string& l : layers) (void)info.layer(l);
+    const LayerInfo& first = info.layer(layers.front());
+    for (int h : e.heads)
+      if (h < 0 || h >= first.q_heads) throw std::invalid_argument(e.file + ": selection.heads: head " + std::to_string(h) + " outside 0.." + std::to_string(first.q_heads - 1) + " of " + e.dataset);
+    contexts = e.contexts.empty() ? std::vector<int>{info.n_tokens} : e.contexts;
+    for (int c : contexts)
+      if (c > info.n_tokens) throw std::invalid_argument(e.file + ": selection.contexts: " + std::to_string(c) + " tokens asked; " + e.dataset + " has " + std::to_string(info.n_tokens));
 
-  std::set<std::string> done;
-  for (const json& r : read_log(dir / "results.jsonl")) done.insert(unit_key(layer_name(r["layer"]), r["context"], r["recipe"]));
-  for (const json& r : read_log(dir / "not_covered.jsonl")) done.insert(unit_key(layer_name(r["layer"]), r["context"], r["recipe"]));
-  for (const json& r : read_log(dir / "failed.jsonl")) done.insert(unit_key(layer_name(r["layer"]), r["context"], r["recipe"]));
-  std::set<std::string> stats_done;
-  for (const json& s : read_log(dir / "stats.jsonl")) stats_done.insert(layer_name(s["layer"]) + "|" + std::to_string(s["context"].get<int>()));
+#if defined(QATTN_WITH_GPU)
+    if (opt.backend == "gpu" && ranks::sharded()) {
+      gpu::select_device(ranks::local_rank());
+      if (!opt.quiet) fmt::print(stderr, "run: {}: {}\n", ranks::label(), gpu::device_description());
+    }
+#endif
+  } catch (...) {
+    err = std::current_exception();
+  }
+  ranks::agree(err);
 
-  // config.json: the resolved experiment with provenance.
-  json recipes = json::object();
-  for (const auto& [name, r] : e.recipes) recipes[name] = to_string(r);
-  json p_formats = json::array();
-  for (const auto& p : e.p_formats) p_formats.push_back({{"format", p.label}, {"threshold", p.threshold}});
-  json sampled = json::object();
+  // The single-process order of the logs: units by layer, context, recipe; statistics by layer, context.
+  std::map<std::string, long long> unit_pos, slice_pos;
   for (const std::string& l : layers)
     for (int c : contexts) {
-      if (e.rows > 0 && e.rows < c) sampled[l + "@" + std::to_string(c)] = RowSelection::sample_of(e.rows, mix(e.seed, l, c)).resolve(c);
-      if (e.kl_rows > 0) sampled["kl " + l + "@" + std::to_string(c)] = RowSelection::sample_of(std::min(e.kl_rows, c), mix(e.seed + 1, l, c)).resolve(c);
+      slice_pos.emplace(l + "|" + std::to_string(c), static_cast<long long>(slice_pos.size()));
+      for (const auto& [name, r] : e.recipes) {
+        (void)r;
+        unit_pos.emplace(unit_key(l, c, name), static_cast<long long>(unit_pos.size()));
+      }
     }
-  const json config = {{"name", e.name}, {"experiment_file", e.file}, {"dataset", e.dataset},
-                       {"dataset_fnv1a64", fmt::format("{:016x}", fnv1a_file(e.dataset))}, {"model", info.attrs.at("model").s},
-                       {"layers", layers}, {"heads", e.heads}, {"contexts", contexts}, {"rows", e.rows}, {"kl_rows", e.kl_rows},
-                       {"seed", e.seed}, {"sampled_rows", sampled}, {"recipes", recipes}, {"p_formats", p_formats},
-                       {"backend", opt.backend}, {"git_commit", git_commit()}, {"build_type", QATTN_BUILD_TYPE},
-                       {"date", now_utc()}, {"command_line", opt.command_line}, {"sweep_overrides", e.sweep_overrides}};
-  if (opt.resume) refuse_changed_experiment(dir, config);
-  write_atomic(dir / "config.json", config.dump(2) + "\n");
+  const RowOrder order = [&](const json& row, bool stats) {
+    const std::string slice = layer_name(row.at("layer")) + "|" + std::to_string(row.at("context").get<long long>());
+    const auto& pos = stats ? slice_pos : unit_pos;
+    const auto it = pos.find(stats ? slice : slice + "|" + row.at("recipe").get<std::string>());
+    return it == pos.end() ? std::numeric_limits<long long>::max() : it->second;
+  };
 
-  std::size_t total = 0;
+  std::optional<ReportLock> lock;  // rank 0's, for the whole run: a second run on the folder is refused, not interleaved
+  ranks::on_rank0([&] {
+    if (opt.resume && opt.force) throw std::invalid_argument("run: --resume and --force exclude each other (complete the report, or replace it)");
+    if (fs::exists(dir) && !opt.resume && !opt.force) {
+      throw std::invalid_argument(dir.string() + ": the report folder exists; pass --resume to complete it or --force to replace it");
+    }
+    if (fs::exists(dir) && !is_report_folder(dir)) {
+      throw std::invalid_argument(dir.string() + ": exists but is not a report folder qattn wrote (no " + std::string(kReportMarker) +
+                                  "); --resume and --force act only on those: choose another 'output' or remove it yourself");
+    }
+    if (opt.force) remove_report_contents(dir);
+    std::error_code ec;
+    fs::create_directories(dir / "figures", ec);
+    if (ec || ::access(dir.c_str(), W_OK) != 0) throw std::invalid_argument(dir.string() + ": cannot create or write the report folder");
+    write_atomic(dir / kReportMarker, "qattn report folder: `qattn run --force` may replace what is in it\n");
+
+    lock.emplace(dir);
+    // config.json: the resolved experiment with provenance.
+    json recipes = json::object();
+    for (const auto& [name, r] : e.recipes) recipes[name] = to_string(r);
+    json p_formats = json::array();
+    for (const auto& p : e.p_formats) p_formats.push_back({{"format", p.label}, {"threshold", p.threshold}});
+    json sampled = json::object();
+    for (const std::string& l : layers)
+      for (int c : contexts) {
+        if (e.rows > 0 && e.rows < c) sampled[l + "@" + std::to_string(c)] = RowSelection::sample_of(e.rows, mix(e.seed, l, c)).resolve(c);
+        if (e.kl_rows > 0) sampled["kl " + l + "@" + std::to_string(c)] = RowSelection::sample_of(std::min(e.kl_rows, c), mix(e.seed + 1, l, c)).resolve(c);
+      }
+    const json config = {{"name", e.name}, {"experiment_file", e.file}, {"dataset", e.dataset},
+                         {"dataset_fnv1a64", fmt::format("{:016x}", fnv1a_file(e.dataset))}, {"model", info.attrs.at("model").s},
+                         {"layers", layers}, {"heads", e.heads}, {"contexts", contexts}, {"rows", e.rows}, {"kl_rows", e.kl_rows},
+                         {"seed", e.seed}, {"sampled_rows", sampled}, {"recipes", recipes}, {"p_formats", p_formats},
+                         {"backend", opt.backend}, {"git_commit", git_commit()}, {"build_type", QATTN_BUILD_TYPE},
+                         {"date", now_utc()}, {"command_line", opt.command_line}, {"sweep_overrides", e.sweep_overrides},
+                         {"ranks", ranks::size()}};
+    if (opt.resume) refuse_changed_experiment(dir, config);
+    // What an interrupted sharded run left in shards/ joins the report's logs before the plan is made.
+    if (const int merged = merge_logs(dir, order); merged > 0 && !opt.quiet) fmt::print(stderr, "run: merged {} shard logs an earlier run left\n", merged);
+    write_atomic(dir / "config.json", config.dump(2) + "\n");
+
+  });
+
+  // The plan, the same on every rank: what the report lacks, in the single-process order.
+  std::set<std::string> done;
+  for (const char* log : kUnitLogs)
+    for (const json& r : read_log(dir / log)) done.insert(unit_key(layer_name(r["layer"]), r["context"], r["recipe"]));
+  std::set<std::string> stats_done;
+  for (const json& s : read_log(dir / kStatsLog)) stats_done.insert(layer_name(s["layer"]) + "|" + std::to_string(s["context"].get<int>()));
+  struct Pending {
+    std::string key, slice;
+    double cost;
+  };
+  std::vector<Pending> pending;
   double total_cost = 0;
-  for (const std::string& l : layers)
+  for (const std::string& l : layers) {
+    const int heads = e.heads.empty() ? info.layer(l).q_heads : static_cast<int>(e.heads.size());
     for (int c : contexts)
       for (const auto& [name, r] : e.recipes) {
         (void)r;
         if (done.count(unit_key(l, c, name))) continue;
-        total += 1;
-        total_cost += unit_cost(c);
+        pending.push_back({unit_key(l, c, name), l + "|" + std::to_string(c), unit_cost(c) * heads});
+        total_cost += pending.back().cost;
       }
-  fmt::print("{}: {} layers x {} contexts x {} recipes; {} units to run{}\n", e.name, layers.size(), contexts.size(), e.recipes.size(),
-             total, done.empty() ? "" : fmt::format(" ({} already in the report)", done.size()));
-  Progress progress(total_cost, total, opt.quiet);
-
+  }
+  // Each rank takes a contiguous run of the plan of about equal cost (context squared times heads):
+  // a unit goes to the rank whose share holds its cost's midpoint. Contiguous runs keep a layer and
+  // context on one rank, so few float64 references are computed twice.
+  std::set<std::string> my_units, my_stats;
+  std::map<std::string, int> slice_owner;
+  double before = 0, my_cost = 0;
+  for (const Pending& u : pending) {
+    const int owner = std::min(ranks::size() - 1, static_cast<int>((before + u.cost / 2) / total_cost * ranks::size()));
+    before += u.cost;
+    slice_owner.emplace(u.slice, owner);
+    if (owner == ranks::rank()) my_units.insert(u.key), my_cost += u.cost;
+  }
+  long long slice_index = 0;
   for (const std::string& l : layers)
     for (int c : contexts) {
-      bool any = !stats_done.count(l + "|" + std::to_string(c));
-      for (const auto& [name, r] : e.recipes) any |= !done.count(unit_key(l, c, name));
-      if (!any) continue;
-      SliceRequest req;
-      req.heads = e.heads;
-      req.tokens = c;
-      LayerSlice slice = load_layer(info, l, req);
-      Problem& p = slice.problem;
-      if (e.rows > 0 && e.rows < c) p.rows = RowSelection::sample_of(e.rows, mix(e.seed, l, c));
-      const std::vector<int> kl_rows = e.kl_rows > 0 ? RowSelection::sample_of(std::min(e.kl_rows, c), mix(e.seed + 1, l, c)).resolve(c) : std::vector<int>{};
-      ReferenceOptions ro;
-      ro.prob_rows = kl_rows;
-      const ReferenceResult ref = reference_attention(p, ro);
-      const int hq = p.q.heads, d = p.q.dim, n = p.k.tokens;
-      const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
-
-      if (!stats_done.count(l + "|" + std::to_string(c))) {
-        std::string lines;
-        for (int h = 0; h < hq; ++h) {
-          std::array<double, kDecades> mean{};
-          for (std::size_t k = 0; k < kl_rows.size(); ++k) {
-            const auto b = mass_per_decade(std::span<const double>(ref.probs.row(h, static_cast<int>(k)), n));
-            for (int q = 0; q < kDecades; ++q) mean[q] += b[q] / static_cast<double>(kl_rows.size());
-          }
-          const json base = {{"layer", layer_json(l)}, {"head", slice.q_heads[h]}, {"context", c}};
-          json dj = base;
-          dj["kind"] = "decades";
-          dj["mass"] = json::array();
-          for (const double x : mean) dj["mass"].push_back(num(x));
-          lines += dj.dump() + "\n";
-          for (const auto& pf : e.p_formats) {
-            double m = 0;
-            for (std::size_t k = 0; k < kl_rows.size(); ++k)
-              m += mass_flushed(std::span<const double>(ref.probs.row(h, static_cast<int>(k)), n), pf.threshold) / static_cast<double>(kl_rows.size());
-            json fj = base;
-            fj["kind"] = "flushed";
-            fj["p_format"] = pf.label;
-            fj["threshold"] = pf.threshold;
-            fj["mass"] = num(m);
-            lines += fj.dump() + "\n";
-          }
-          // Channel outliers of Q (this head) and of K and V (its KV head), raw and after
-          // subtracting each channel's mean over the context.
-          const int kh = h * p.k.heads / hq;
-          for (const auto& [tname, t, th] : {std::tuple{"q", &p.q, h}, std::tuple{"k", &p.k, kh}, std::tuple{"v", &p.v, kh}}) {
-            const ChannelOutliers raw = channel_outliers(*t, th), sm = channel_outliers(*t, th, 0, true);
-            json oj = base;
-            oj["kind"] = "outliers";
-            oj["tensor"] = tname;
-            oj["ratio_raw"] = num(raw.ratio);
-            oj["ratio_smoothed"] = num(sm.ratio);
-            oj["levels_raw"] = num(raw.int8_levels_median);
-            oj["levels_smoothed"] = num(sm.int8_levels_median);
-            lines += oj.dump() + "\n";
-          }
-        }
-        append_durable(dir / "stats.jsonl", lines);
-      }
-
-      for (const auto& [name, recipe] : e.recipes) {
-        if (done.count(unit_key(l, c, name))) continue;
-        std::vector<double> emu_out;
-        EmulatorResult emu;
-        std::string kernel = "emulator";
-        if (opt.backend == "gpu") {
-#if defined(QATTN_WITH_GPU)
-          const std::string reason = gpu::not_covered(p, recipe);
-          if (!reason.empty()) {
-            append_durable(dir / "not_covered.jsonl",
-                           json{{"layer", layer_json(l)}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}.dump() + "\n");
-            progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), unit_cost(c));
-            continue;
-          }
-          gpu::GpuResult g;
-          try {
-            g = gpu::run(p, recipe);
-          } catch (const NumericFailure& f) {
-            record_failure(dir, l, c, name, opt.backend, f.what(), progress);
-            continue;
-          }
-          emu_out.assign(g.out.data.begin(), g.out.data.end());
-          kernel = g.kernel;
-#endif
-        } else {
-          EmulatorOptions eo;
-          eo.prob_rows = kl_rows;
-          try {
-            emu = emulate(p, recipe, eo);
-          } catch (const NumericFailure& f) {
-            record_failure(dir, l, c, name, opt.backend, f.what(), progress);
-            continue;
-          }
-          emu_out.assign(emu.out.data.begin(), emu.out.data.end());
-        }
-        const bool have_p_rows = opt.backend != "gpu" && !kl_rows.empty();
-        const std::vector<double> ref_out(ref.out.data);
-        const bool static_p = !recipe.p.unit_scale && recipe.p.spec.rule == ScaleRule::static_multiplier;
-        const double threshold = static_p ? flush_threshold(format_of(recipe.p.spec.format)) / recipe.p.spec.multiplier : 0;
-        std::string lines;
-        double pooled_err = 0, pooled_sig = 0;
-        if (const std::string why = non_finite_output(emu_out, hq, static_cast<int>(ref.rows.size()), d, slice.q_heads, ref.rows); !why.empty()) {
-          record_failure(dir, l, c, name, opt.backend, why, progress);
-          continue;
-        }
-        // compare() refuses an all-zero or non-finite reference head: the unit then has no metrics.
-        std::vector<ErrorMetrics> head_metrics;
-        try {
-          for (int h = 0; h < hq; ++h) {
-            head_metrics.push_back(compare(std::span(ref_out).subspan(h * per_head, per_head), std::span(emu_out).subspan(h * per_head, per_head)));
-          }
-        } catch (const NumericFailure& f) {
-          record_failure(dir, l, c, name, opt.backend, fmt::format("head {}: {}", slice.q_heads[head_metrics.size()], f.what()), progress);
-          continue;
-        }
-        for (int h = 0; h < hq; ++h) {
-          const ErrorMetrics& m = head_metrics[static_cast<std::size_t>(h)];
-          double kl = 0, tv = 0, fl = 0;
-          for (std::size_t k = 0; k < kl_rows.size(); ++k) {
-            const std::span<const double> pr(ref.probs.row(h, static_cast<int>(k)), n);
-            if (have_p_rows) {  // the GPU kernels hand back no P rows
-              const RowDivergence dv = row_divergence(pr, std::span<const double>(emu.probs.row(h, static_cast<int>(k)), n));
-              kl += dv.kl / static_cast<double>(kl_rows.size());
-              tv += dv.total_variation / static_cast<double>(kl_rows.size());
-            }
-            if (static_p) fl += mass_flushed(pr, threshold) / static_cast<double>(kl_rows.size());
-          }
-          for (std::size_t i = 0; i < per_head; ++i) {
-            const double r0 = ref_out[h * per_head + i], er = emu_out[h * per_head + i] - r0;
-            pooled_sig += r0 * r0;
-            pooled_err += er * er;
-          }
-          const json row = {{"layer", layer_json(l)}, {"head", slice.q_heads[h]}, {"context", c}, {"recipe", name}, {"backend", opt.backend},
-                            {"recipe_line", to_string(recipe)}, {"sqnr_db", num(m.sqnr_db)}, {"rel_l2", m.rel_l2}, {"rel_l1", m.rel_l1},
-                            {"kernel", kernel}, {"cosine", m.cosine}, {"max_abs", m.max_abs},
-                            {"kl_mean", have_p_rows ? json(kl) : json(nullptr)}, {"tv_mean", have_p_rows ? json(tv) : json(nullptr)},
-                            {"p_mass_flushed_ref", static_p ? json(fl) : json(nullptr)}, {"rows", static_cast<int>(ref.rows.size())}};
-          lines += row.dump() + "\n";
-        }
-        append_durable(dir / "results.jsonl", lines);
-        progress.step(fmt::format("layer {} ctx {} {}: {}", l, c, name,
-                                  pooled_err == 0 ? std::string("exact") : fmt::format("{:.2f} dB", 10 * std::log10(pooled_sig / pooled_err))),
-                      unit_cost(c));
-      }
+      const std::string slice = l + "|" + std::to_string(c);
+      const auto it = slice_owner.find(slice);
+      const int owner = it != slice_owner.end() ? it->second : static_cast<int>(slice_index % ranks::size());
+      if (!stats_done.count(slice) && owner == ranks::rank()) my_stats.insert(slice);
+      ++slice_index;
     }
-  write_outputs(e, dir);
+  if (ranks::rank() == 0) {
+    fmt::print("{}: {} layers x {} contexts x {} recipes; {} units to run{}{}\n", e.name, layers.size(), contexts.size(), e.recipes.size(),
+               pending.size(), done.empty() ? "" : fmt::format(" ({} already in the report)", done.size()),
+               ranks::sharded() ? fmt::format(" over {} ranks", ranks::size()) : "");
+  }
+  // Rank 0 shows its own share's progress; the other ranks work quietly (their warnings still print).
+  Progress progress(my_cost, my_units.size(), opt.quiet || ranks::rank() != 0);
+  const fs::path logs = ranks::sharded() ? shard_dir(dir, ranks::rank()) : dir;
+
+  err = nullptr;
+  try {
+    if (ranks::sharded()) fs::create_directories(logs);
+    for (const std::string& l : layers)
+      for (int c : contexts) {
+        bool any = my_stats.count(l + "|" + std::to_string(c)) > 0;
+        for (const auto& [name, r] : e.recipes) any |= my_units.count(unit_key(l, c, name)) > 0;
+        if (!any) continue;
+        SliceRequest req;
+        req.heads = e.heads;
+        req.tokens = c;
+        LayerSlice slice = load_layer(info, l, req);
+        Problem& p = slice.problem;
+        if (e.rows > 0 && e.rows < c) p.rows = RowSelection::sample_of(e.rows, mix(e.seed, l, c));
+        const std::vector<int> kl_rows = e.kl_rows > 0 ? RowSelection::sample_of(std::min(e.kl_rows, c), mix(e.seed + 1, l, c)).resolve(c) : std::vector<int>{};
+        ReferenceOptions ro;
+        ro.prob_rows = kl_rows;
+        const ReferenceResult ref = reference_attention(p, ro);
+        const int hq = p.q.heads, d = p.q.dim, n = p.k.tokens;
+        const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
+
+        if (my_stats.count(l + "|" + std::to_string(c))) {
+          std::string lines;
+          for (int h = 0; h < hq; ++h) {
+            std::array<double, kDecades> mean{};
+            for (std::size_t k = 0; k < kl_rows.size(); ++k) {
+              const auto b = mass_per_decade(std::span<const double>(ref.probs.row(h, static_cast<int>(k)), n));
+              for (int q = 0; q < kDecades; ++q) mean[q] += b[q] / static_cast<double>(kl_rows.size());
+            }
+            const json base = {{"layer", layer_json(l)}, {"head", slice.q_heads[h]}, {"context", c}};
+            json dj = base;
+            dj["kind"] = "decades";
+            dj["mass"] = json::array();
+            for (const double x : mean) dj["mass"].push_back(num(x));
+            lines += dj.dump() + "\n";
+            for (const auto& pf : e.p_formats) {
+              double m = 0;
+              for (std::size_t k = 0; k < kl_rows.size(); ++k)
+                m += mass_flushed(std::span<const double>(ref.probs.row(h, static_cast<int>(k)), n), pf.threshold) / static_cast<double>(kl_rows.size());
+              json fj = base;
+              fj["kind"] = "flushed";
+              fj["p_format"] = pf.label;
+              fj["threshold"] = pf.threshold;
+              fj["mass"] = num(m);
+              lines += fj.dump() + "\n";
+            }
+            // Channel outliers of Q (this head) and of K and V (its KV head), raw and after
+            // subtracting each channel's mean over the context.
+            const int kh = h * p.k.heads / hq;
+            for (const auto& [tname, t, th] : {std::tuple{"q", &p.q, h}, std::tuple{"k", &p.k, kh}, std::tuple{"v", &p.v, kh}}) {
+              const ChannelOutliers raw = channel_outliers(*t, th), sm = channel_outliers(*t, th, 0, true);
+              json oj = base;
+              oj["kind"] = "outliers";
+              oj["tensor"] = tname;
+              oj["ratio_raw"] = num(raw.ratio);
+              oj["ratio_smoothed"] = num(sm.ratio);
+              oj["levels_raw"] = num(raw.int8_levels_median);
+              oj["levels_smoothed"] = num(sm.int8_levels_median);
+              lines += oj.dump() + "\n";
+            }
+          }
+          append_durable(logs / "stats.jsonl", lines);
+        }
+
+        for (const auto& [name, recipe] : e.recipes) {
+          if (!my_units.count(unit_key(l, c, name))) continue;
+          std::vector<double> emu_out;
+          EmulatorResult emu;
+          std::string kernel = "emulator";
+          if (opt.backend == "gpu") {
+  #if defined(QATTN_WITH_GPU)
+            const std::string reason = gpu::not_covered(p, recipe);
+            if (!reason.empty()) {
+              append_durable(logs / "not_covered.jsonl",
+                             json{{"layer", layer_json(l)}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}.dump() + "\n");
+              progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), unit_cost(c));
+              continue;
+            }
+            gpu::GpuResult g;
+            try {
+              g = gpu::run(p, recipe);
+            } catch (const NumericFailure& f) {
+              record_failure(logs, l, c, name, opt.backend, f.what(), progress);
+              continue;
+            }
+            emu_out.assign(g.out.data.begin(), g.out.data.end());
+            kernel = g.kernel;
+  #endif
+          } else {
+            EmulatorOptions eo;
+            eo.prob_rows = kl_rows;
+            try {
+              emu = emulate(p, recipe, eo);
+            } catch (const NumericFailure& f) {
+              record_failure(logs, l, c, name, opt.backend, f.what(), progress);
+              continue;
+            }
+            emu_out.assign(emu.out.data.begin(), emu.out.data.end());
+          }
+          const bool have_p_rows = opt.backend != "gpu" && !kl_rows.empty();
+          const std::vector<double> ref_out(ref.out.data);
+          const bool static_p = !recipe.p.unit_scale && recipe.p.spec.rule == ScaleRule::static_multiplier;
+          const double threshold = static_p ? flush_threshold(format_of(recipe.p.spec.format)) / recipe.p.spec.multiplier : 0;
+          std::string lines;
+          double pooled_err = 0, pooled_sig = 0;
+          if (const std::string why = non_finite_output(emu_out, hq, static_cast<int>(ref.rows.size()), d, slice.q_heads, ref.rows); !why.empty()) {
+            record_failure(logs, l, c, name, opt.backend, why, progress);
+            continue;
+          }
+          // compare() refuses an all-zero or non-finite reference head: the unit then has no metrics.
+          std::vector<ErrorMetrics> head_metrics;
+          try {
+            for (int h = 0; h < hq; ++h) {
+              head_metrics.push_back(compare(std::span(ref_out).subspan(h * per_head, per_head), std::span(emu_out).subspan(h * per_head, per_head)));
+            }
+          } catch (const NumericFailure& f) {
+            record_failure(logs, l, c, name, opt.backend, fmt::format("head {}: {}", slice.q_heads[head_metrics.size()], f.what()), progress);
+            continue;
+          }
+          for (int h = 0; h < hq; ++h) {
+            const ErrorMetrics& m = head_metrics[static_cast<std::size_t>(h)];
+            double kl = 0, tv = 0, fl = 0;
+            for (std::size_t k = 0; k < kl_rows.size(); ++k) {
+              const std::span<const double> pr(ref.probs.row(h, static_cast<int>(k)), n);
+              if (have_p_rows) {  // the GPU kernels hand back no P rows
+                const RowDivergence dv = row_divergence(pr, std::span<const double>(emu.probs.row(h, static_cast<int>(k)), n));
+                kl += dv.kl / static_cast<double>(kl_rows.size());
+                tv += dv.total_variation / static_cast<double>(kl_rows.size());
+              }
+              if (static_p) fl += mass_flushed(pr, threshold) / static_cast<double>(kl_rows.size());
+            }
+            for (std::size_t i = 0; i < per_head; ++i) {
+              const double r0 = ref_out[h * per_head + i], er = emu_out[h * per_head + i] - r0;
+              pooled_sig += r0 * r0;
+              pooled_err += er * er;
+            }
+            const json row = {{"layer", layer_json(l)}, {"head", slice.q_heads[h]}, {"context", c}, {"recipe", name}, {"backend", opt.backend},
+                              {"recipe_line", to_string(recipe)}, {"sqnr_db", num(m.sqnr_db)}, {"rel_l2", m.rel_l2}, {"rel_l1", m.rel_l1},
+                              {"kernel", kernel}, {"cosine", m.cosine}, {"max_abs", m.max_abs},
+                              {"kl_mean", have_p_rows ? json(kl) : json(nullptr)}, {"tv_mean", have_p_rows ? json(tv) : json(nullptr)},
+                              {"p_mass_flushed_ref", static_p ? json(fl) : json(nullptr)}, {"rows", static_cast<int>(ref.rows.size())}};
+            lines += row.dump() + "\n";
+          }
+          append_durable(logs / "results.jsonl", lines);
+          progress.step(fmt::format("layer {} ctx {} {}: {}", l, c, name,
+                                    pooled_err == 0 ? std::string("exact") : fmt::format("{:.2f} dB", 10 * std::log10(pooled_sig / pooled_err))),
+                        unit_cost(c));
+        }
+      }
+  } catch (...) {
+    err = std::current_exception();
+  }
+  ranks::agree(err);
+  ranks::on_rank0([&] {
+    merge_logs(dir, order);
+    write_outputs(e, dir);
+  });
 }
 
 }  // namespace qattn

@@ -212,13 +212,41 @@ class Timer {
   Event start_{}, stop_{};
 };
 
+inline int device_count() {
+  int n = 0;
+#if defined(QATTN_GPU_CUDA)
+  check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+#else
+  check(hipGetDeviceCount(&n), "hipGetDeviceCount");
+#endif
+  return n;
+}
+
+inline int current_device() {
+  int d = 0;
+#if defined(QATTN_GPU_CUDA)
+  check(cudaGetDevice(&d), "cudaGetDevice");
+#else
+  check(hipGetDevice(&d), "hipGetDevice");
+#endif
+  return d;
+}
+
+inline void set_device(int d) {
+#if defined(QATTN_GPU_CUDA)
+  check(cudaSetDevice(d), "cudaSetDevice");
+#else
+  check(hipSetDevice(d), "hipSetDevice");
+#endif
+}
+
 inline std::string query_device_name() {
 #if defined(QATTN_GPU_CUDA)
   cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  check(cudaGetDeviceProperties(&prop, current_device()), "cudaGetDeviceProperties");
 #else
   hipDeviceProp_t prop{};
-  check(hipGetDeviceProperties(&prop, 0), "hipGetDeviceProperties");
+  check(hipGetDeviceProperties(&prop, current_device()), "hipGetDeviceProperties");
 #endif
   return prop.name;
 }
@@ -251,9 +279,9 @@ int max_active_blocks(Kernel kernel, int threads, int shared_bytes) {
 inline int multiprocessor_count() {
   int n = 0;
 #if defined(QATTN_GPU_CUDA)
-  check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, current_device()), "cudaDeviceGetAttribute");
 #else
-  check(hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, 0), "hipDeviceGetAttribute");
+  check(hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, current_device()), "hipDeviceGetAttribute");
 #endif
   return n;
 }

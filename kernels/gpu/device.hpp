@@ -1,0 +1,14 @@
+#pragma once
+// Which GPU this process uses. A sharded run (qattn run under mpirun) starts one process per GPU:
+// the processes of a node take the node's GPUs in order.
+#include <string>
+
+namespace qattn::gpu {
+
+// Makes GPU (local_rank mod count) current for this process and returns its index; throws when the
+// machine has no GPU.
+int select_device(int local_rank);
+// "GPU i of n: <name>", for logs.
+std::string device_description();
+
+}  // namespace qattn::gpu
