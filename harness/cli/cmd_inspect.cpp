@@ -2,12 +2,21 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "harness/cli/commands.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "reference/channel_stats.hpp"
 
 namespace qattn::cli {
+
+namespace {
+
+// A channel ratio over a median channel that is all zeros has no bound: said in words, not "inf".
+std::string ratio_text(double r) { return std::isfinite(r) ? fmt::format("{:.1f}", r) : "unbounded (median channel 0)"; }
+
+}  // namespace
 
 Action add_inspect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Summarize a Q/K/V dump (schema qattn-dump/1) and its K channel outliers");
@@ -39,10 +48,10 @@ Action add_inspect_command(CLI::App& app) {
       for (int h = 0; h < s.problem.k.heads; ++h) {
         const ChannelOutliers o = channel_outliers(s.problem.k, h);
         worst = std::max(worst, o.ratio);
-        heads += fmt::format("{}{:.1f} (ch {}, {:.1f})", h ? ", " : "", o.ratio, o.max_channel, o.int8_levels_median);
+        heads += fmt::format("{}{} (ch {}, {:.1f})", h ? ", " : "", ratio_text(o.ratio), o.max_channel, o.int8_levels_median);
       }
-      fmt::print("{:>6} {:>6} {:>7} {:>10.6g} {:>8.1f}x  {}\n", l.name, l.causal ? "yes" : "no", l.sliding_window, l.softmax_scale,
-                 worst, heads);
+      fmt::print("{:>6} {:>6} {:>7} {:>10.6g} {:>9}  {}\n", l.name, l.causal ? "yes" : "no", l.sliding_window, l.softmax_scale,
+                 std::isfinite(worst) ? fmt::format("{:.1f}x", worst) : std::string("unbounded"), heads);
     }
     return 0;
   };

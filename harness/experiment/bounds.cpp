@@ -99,7 +99,15 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
       throw std::invalid_argument(bounds_file + ": report: " + results.string() + " does not exist; expected a report folder written by qattn score or qattn run");
     }
   } else {
-    Experiment e = read_experiment(b["experiment"].get<std::string>());
+    const std::string exp_file = b["experiment"].get<std::string>();
+    std::error_code ec;
+    if (!fs::is_regular_file(exp_file, ec)) {
+      // Quoted with escapes: a path holding a line separator or a control character stays one line.
+      const bool there = fs::exists(exp_file, ec);
+      throw std::invalid_argument(bounds_file + ": experiment: " + json(exp_file).dump(-1, ' ', true) + ": " +
+                                  (there ? "not a regular file" : "no such file") + "; expected the path of an experiment JSON file");
+    }
+    Experiment e = read_experiment(exp_file);
     tmp = fs::temp_directory_path() / fmt::format("qattn-check-{}", ::getpid());
     e.output = tmp.string();
     RunOptions ro;

@@ -66,6 +66,11 @@ corpus=$(dirname "$0")/../fuzz/corpus
 python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[2075] = 2; open(sys.argv[2], "wb").write(b)' "$corpus/tiny-a.h5" "$tmp/heap.h5"
 check "inspect corrupt heap" 1 "heap.h5: corrupt HDF5 file" -- "$qattn" inspect "$tmp/heap.h5"
 check "eval corrupt heap" 1 "heap.h5: corrupt HDF5 file" -- "$qattn" eval --data "$tmp/heap.h5" --layer 0 --recipe q=fp16
+# A bounds file naming an experiment file that is not there: the bounds file and its key, the path quoted
+# (a fuzzer's path held a line separator, which split an unquoted message).
+printf '{"experiment": "no-such-\u2028exp.json", "bounds": [{"recipe": "x", "layer": 0, "context": 8, "sqnr_db_min": 1}]}' > "$tmp/b.json"
+check "bounds names a missing experiment" 1 'b.json: experiment: "no-such-\\u2028exp.json": no such file; expected the path of an experiment JSON file' -- "$qattn" check "$tmp/b.json"
+
 # The same for a kernel's outputs file (qattn score): byte 839 of the corpus's outputs-a.h5 (outputs
 # for tiny-a.h5 written by qattn.write_outputs) flipped crashes libhdf5 1.10.8 inside the read.
 python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[839] ^= 0xff; open(sys.argv[2], "wb").write(b)' "$corpus/outputs-a.h5" "$tmp/outputs.h5"

