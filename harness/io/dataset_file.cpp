@@ -240,6 +240,7 @@ DatasetInfo read_structure(const std::string& path) {
     const H5::Group layers = f.openGroup("layers");
     std::vector<std::string> names;
     for (hsize_t i = 0; i < layers.getNumObjs(); ++i) names.push_back(layers.getObjnameByIdx(i));
+    for (const std::string& name : names) need_utf8(path, "/layers", "the group name", name);
     if (names.empty()) fail(path, "/layers", "is empty; expected at least one layer");
     std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
       // Numbered layers first, by value; named ones after, by name (a strict weak order).

@@ -31,6 +31,48 @@ inline bool is_number(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// ---- text ----
+
+// Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF):
+// strings from a file go into JSON reports and Python, which both refuse anything else.
+inline bool valid_utf8(const std::string& s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int n = 0;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c < 0x80) n = 0;
+    else if (c >= 0xC2 && c <= 0xDF) n = 1;
+    else if (c >= 0xE0 && c <= 0xEF) n = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) n = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return false;
+    if (n > 0 && i + static_cast<std::size_t>(n) >= s.size()) return false;
+    for (int k = 1; k <= n; ++k) {
+      const auto x = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+      if (x < (k == 1 ? lo : 0x80) || x > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += static_cast<std::size_t>(n) + 1;
+  }
+  return true;
+}
+
+// s for a message: printable ASCII and valid UTF-8 as is, any other byte as \xNN.
+inline std::string shown_text(const std::string& s) {
+  if (valid_utf8(s)) return s;
+  std::string out;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7F) out += ch;
+    else out += "\\x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
+  }
+  return out;
+}
+
+// Throws naming the file, where, and what the text is when it is not UTF-8.
+inline void need_utf8(const std::string& file, const std::string& where, const std::string& what, const std::string& s) {
+  if (!valid_utf8(s)) fail(file, where, what + " \"" + shown_text(s) + "\" is not valid UTF-8; expected UTF-8 text");
+}
+
 // ---- attributes ----
 
 inline AttrValue read_attr(const std::string& file, const std::string& where, const H5::H5Object& obj,
@@ -44,6 +86,7 @@ inline AttrValue read_attr(const std::string& file, const std::string& where, co
       v.kind = AttrValue::Kind::string;
       a.read(a.getStrType(), v.s);
       v.s.erase(std::find(v.s.begin(), v.s.end(), '\0'), v.s.end());
+      need_utf8(file, where, "attribute '" + shown_text(name) + "' =", v.s);
       break;
     }
     case H5T_INTEGER:
@@ -65,6 +108,7 @@ inline std::map<std::string, AttrValue> read_all_attrs(const std::string& file, 
   const int n = obj.getNumAttrs();
   for (int i = 0; i < n; ++i) {
     const std::string name = obj.openAttribute(static_cast<unsigned>(i)).getName();
+    need_utf8(file, where, "an attribute's name", name);
     out[name] = read_attr(file, where, obj, name);
   }
   return out;

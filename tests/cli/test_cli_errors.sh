@@ -71,6 +71,11 @@ check "eval corrupt heap" 1 "heap.h5: corrupt HDF5 file" -- "$qattn" eval --data
 printf '{"experiment": "no-such-\u2028exp.json", "bounds": [{"recipe": "x", "layer": 0, "context": 8, "sqnr_db_min": 1}]}' > "$tmp/b.json"
 check "bounds names a missing experiment" 1 'b.json: experiment: "no-such-\\u2028exp.json": no such file; expected the path of an experiment JSON file' -- "$qattn" check "$tmp/b.json"
 
+# A string attribute that is not UTF-8 (byte 0xC0 in the model name) is refused naming the file and
+# attribute: JSON reports and Python cannot hold it (it used to end in a json.exception).
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); i = b.find(b"synthetic"); b[i + 3] = 0xC0; open(sys.argv[2], "wb").write(b)' "$corpus/tiny-a.h5" "$tmp/utf8.h5"
+check "eval non-UTF-8 attribute" 1 "utf8.h5: /: attribute 'model' = \"syn.xc0hetic\" is not valid UTF-8" -- "$qattn" eval --data "$tmp/utf8.h5" --layer 0 --recipe q=fp16 --json
+
 # The same for a kernel's outputs file (qattn score): byte 839 of the corpus's outputs-a.h5 (outputs
 # for tiny-a.h5 written by qattn.write_outputs) flipped crashes libhdf5 1.10.8 inside the read.
 python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[839] ^= 0xff; open(sys.argv[2], "wb").write(b)' "$corpus/outputs-a.h5" "$tmp/outputs.h5"

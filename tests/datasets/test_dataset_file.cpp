@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "harness/io/dataset_file.hpp"
+#include "harness/io/hdf5_detail.hpp"
 #include "kernels/formats/codec.hpp"
 #include "tests/catch.hpp"
 #include "tests/error_text.hpp"
@@ -310,4 +311,15 @@ TEST_CASE("writing is atomic and refuses values the dtype cannot hold", "[datase
   CHECK(open_dataset(p).layers.size() == 3);
   for (const auto& e : fs::directory_iterator(t.dir)) CHECK(e.path().string().find(".tmp.") == std::string::npos);
   CHECK(has(error_text([&] { write_dataset(t.file("no/such/dir/x.h5"), root_attrs(4), {bad}, FormatId::fp32); }), "x.h5"));
+}
+
+TEST_CASE("strings from a file must be UTF-8 (they go into JSON reports and Python)", "[datasets][utf8]") {
+  using qattn::h5::valid_utf8;
+  for (const char* ok : {"", "abc", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9D\x84\x9E", "\xE2\x80\xA8", "\xF4\x8F\xBF\xBF"}) CHECK(valid_utf8(ok));
+  // Overlong forms, a surrogate, past U+10FFFF, a lone continuation byte, cut sequences, 0xFF.
+  for (const char* bad : {"\xC0\x80", "\xE0\x80\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\x80", "\xE2\x82", "a\xC3", "\xFF"}) {
+    INFO(qattn::h5::shown_text(bad));
+    CHECK_FALSE(valid_utf8(bad));
+  }
+  CHECK(qattn::h5::shown_text("ab\xC0\x01") == "ab\\xc0\\x01");
 }
