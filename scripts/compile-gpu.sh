@@ -16,7 +16,8 @@ else
 fi
 if command -v clang++-15 >/dev/null 2>&1 && [[ -e /usr/include/hip/hip_runtime.h ]]; then
   echo "compile-gpu: the HIP build (QATTN_GPU=HIP, compile only)"
-  cmake -S . -B "$build-hip" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_GPU=HIP >/dev/null
+  # Also the build without MPI (QATTN_MPI=OFF): qattn run is then one process, as it always may be.
+  cmake -S . -B "$build-hip" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_GPU=HIP -DQATTN_MPI=OFF >/dev/null
   cmake --build "$build-hip" --parallel --target qattn_gpu test_gpu qattn
 elif (. /etc/os-release && [[ $ID == debian && $VERSION_ID == 12 ]]); then
   echo "compile-gpu: clang++-15 or the HIP headers are missing, though install-deps.sh installs them here" >&2

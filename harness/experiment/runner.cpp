@@ -640,7 +640,12 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
   }
   ranks::agree(err);
   ranks::on_rank0([&] {
-    merge_logs(dir, order);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int merged = merge_logs(dir, order);
+    if (merged > 0 && !opt.quiet) {
+      fmt::print(stderr, "run: merged {} shard logs of {} ranks into the report in {:.3f} s\n", merged, ranks::size(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
     write_outputs(e, dir);
   });
 }

@@ -15,6 +15,10 @@ Run it (in the dumper's environment, which has torch and transformers):
 Work is saved per (context, window, recipe) unit under OUTPUT/units/, so an interrupted run resumes
 without repeating or losing a unit; the report (config.json, results.jsonl/.csv, summary.md,
 figures/) is rebuilt from the units at the end.
+
+Under an MPI launcher (``mpirun -n R python -m qattn.model_eval ...``, with mpi4py installed) the
+windows are split over the ranks by cost, each rank writing its own units; rank 0 writes the report
+once every rank is done. Units are files, so a resumed run may use any number of ranks.
 """
 import argparse
 import csv
@@ -382,6 +386,62 @@ def _configs(e):
     return [(BASELINE, ref)] + ([(OWN, None)] if e.get("model_attention", True) else []) + list(e["recipes"].items())
 
 
+class _Ranks:
+    """The processes of a run: one, or MPI_COMM_WORLD's when an MPI launcher started this one."""
+
+    LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK")
+
+    def __init__(self):
+        self.comm, self.rank, self.size = None, 0, 1
+        if not any(v in os.environ for v in self.LAUNCHER_VARS):
+            return
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            raise EvalError("an MPI launcher started this process but mpi4py is not installed in this Python "
+                            f"({sys.executable}); install it (pip install mpi4py) or run without mpirun") from None
+        self.mpi, self.comm = MPI, MPI.COMM_WORLD
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+
+    def agree(self, err):
+        """Every rank's outcome of a step: returns when all succeeded; else the lowest failing rank
+        raises its error and the others raise EvalError saying which rank failed."""
+        if self.comm is None:
+            if err is not None:
+                raise err
+            return
+        lowest = self.comm.allreduce(self.rank if err is not None else self.size, op=self.mpi.MIN)
+        if lowest == self.size:
+            return
+        if lowest == self.rank:
+            raise err
+        raise _OtherRankFailed(f"rank {self.rank} of {self.size}: stopped because rank {lowest} failed")
+
+    def on_rank0(self, work):
+        err, out = None, None
+        if self.rank == 0:
+            try:
+                out = work()
+            except Exception as e:  # noqa: BLE001 - every rank learns of it, rank 0 raises it
+                err = e
+        self.agree(err)
+        return out
+
+
+class _OtherRankFailed(Exception):
+    """Another rank failed and said why; this one exits without repeating it."""
+
+
+def _shares(costs, size):
+    """Contiguous runs of `costs` of about equal sum: item i goes to the rank whose share holds its
+    cost's midpoint, so a rank's windows stay together."""
+    total, before, owners = sum(costs) or 1.0, 0.0, []
+    for c in costs:
+        owners.append(min(size - 1, int((before + c / 2) / total * size)))
+        before += c
+    return owners
+
+
 class _Progress:
     """Units done and an ETA on stderr. A unit's expected cost grows with its context: the model's
     share linearly, attention's quadratically (the weights below); skipped units count as done."""
@@ -407,109 +467,145 @@ class _Progress:
 
 def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
     """Run (or resume) an evaluation. `experiment`: a file path or a dict (the experiment file's
-    contents). Returns the report's rows (results.jsonl)."""
+    contents). Returns the report's rows (results.jsonl); under mpirun, rank 0 returns them and the
+    other ranks an empty list."""
     import torch
 
-    if isinstance(experiment, (str, os.PathLike)):
-        path = str(experiment)
-        e = _exp.load(path)
-    else:
-        path = path or "<experiment>"
-        e = _exp.parse(experiment, path)
-    facts = validate(e, path)
+    ranks = _Ranks()
+    e = facts = err = None
+    try:  # every rank checks the experiment; one rank reports a mistake in it
+        if isinstance(experiment, (str, os.PathLike)):
+            path = str(experiment)
+            e = _exp.load(path)
+        else:
+            path = path or "<experiment>"
+            e = _exp.parse(experiment, path)
+        facts = validate(e, path)
+    except Exception as x:  # noqa: BLE001 - raised again by agree()
+        err = x
+    ranks.agree(err)
     out = Path(e["output"])
     config_path = out / "config.json"
-    if out.exists():
-        written = None
-        if config_path.exists():
-            try:
-                written = json.loads(config_path.read_text())
-            except json.JSONDecodeError:
-                written = None
-        ours = isinstance(written, dict) and written.get("schema") == SCHEMA
-        if not ours and any(out.iterdir()):
-            raise EvalError(f"{out}: the folder exists and was not written by qattn.model_eval; choose another output")
-        if ours and written.get("experiment") != e:
-            if not force:
-                changed = sorted(k for k in set(e) | set(written.get("experiment", {}))
-                                 if e.get(k) != written.get("experiment", {}).get(k))
-                raise EvalError(f"{out}: written by a different experiment (changed: {', '.join(changed)}); "
-                                "pass --force to start it over")
-            shutil.rmtree(out)
-        elif ours and force:
-            shutil.rmtree(out)
-    with _Lock(out):
-        torch.set_num_threads(e["threads"])
-        torch.use_deterministic_algorithms(True)
-        cfg = facts["config"]
-        provenance = {
-            "model": _models.MODELS[e["model"]]["title"],
-            "weights": f"the GGUF file {e['weights']}, given by the experiment" if e.get("weights") else _models.MODELS[e["model"]]["weights"],
-            "gguf_file": f"{facts['gguf'].name} (sha256 {_models.sha256_file(facts['gguf'])})",
-            "text_source": facts["text_source"], "text_tokens": int(len(facts["ids"])),
-            "layers": int(cfg.num_hidden_layers), "layer_kinds": layer_kinds(cfg),
-            "git_commit": _git_commit(), "versions": _versions(), "threads": e["threads"],
-            "command_line": command_line or "qattn.model_eval.run(...)",
-            "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
+    lock = _Lock(out)
+
+    def prepare():  # rank 0, while the others wait
+        if out.exists():
+            written = None
+            if config_path.exists():
+                try:
+                    written = json.loads(config_path.read_text())
+                except json.JSONDecodeError:
+                    written = None
+            ours = isinstance(written, dict) and written.get("schema") == SCHEMA
+            if not ours and any(out.iterdir()):
+                raise EvalError(f"{out}: the folder exists and was not written by qattn.model_eval; choose another output")
+            if ours and written.get("experiment") != e:
+                if not force:
+                    changed = sorted(k for k in set(e) | set(written.get("experiment", {}))
+                                     if e.get(k) != written.get("experiment", {}).get(k))
+                    raise EvalError(f"{out}: written by a different experiment (changed: {', '.join(changed)}); "
+                                    "pass --force to start it over")
+                shutil.rmtree(out)
+            elif ours and force:
+                shutil.rmtree(out)
+        lock.__enter__()  # rank 0 holds the folder's lock for the whole run
+
+    ranks.on_rank0(prepare)
+    try:
+        return _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch)
+    finally:
+        if ranks.rank == 0:
+            lock.__exit__(None, None, None)
+
+
+def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
+    torch.set_num_threads(e["threads"])
+    torch.use_deterministic_algorithms(True)
+    cfg = facts["config"]
+    provenance = {
+        "model": _models.MODELS[e["model"]]["title"],
+        "weights": f"the GGUF file {e['weights']}, given by the experiment" if e.get("weights") else _models.MODELS[e["model"]]["weights"],
+        "gguf_file": f"{facts['gguf'].name} (sha256 {_models.sha256_file(facts['gguf'])})",
+        "text_source": facts["text_source"], "text_tokens": int(len(facts["ids"])),
+        "layers": int(cfg.num_hidden_layers), "layer_kinds": layer_kinds(cfg),
+        "git_commit": _git_commit(), "versions": _versions(), "threads": e["threads"],
+        "command_line": command_line or "qattn.model_eval.run(...)",
+        "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+    def write_config():
         if not config_path.exists():
             _atomic_write(config_path, json.dumps({"schema": SCHEMA, "experiment": e, "provenance": provenance}, indent=2) + "\n")
-        model = None
-        configs = _configs(e)
-        progress = _Progress([_Progress.weight(c) for c, count in zip(e["contexts"], e["windows"]) for _ in range(count * len(configs))], quiet)
-        layers = None if e["layers"] == "all" else set(e["layers"])
-        for c, count in zip(e["contexts"], e["windows"]):
-            wins, _ = windows_of(facts["ids"], facts["bos"], c, count)
-            for w, ids in enumerate(wins):
-                udir = out / "units" / f"c{c}" / f"w{w}"
-                pending = []
-                for name, recipes in configs:
-                    if (udir / f"{_slug(name)}.npz").exists():
-                        progress.step(name, 0, _Progress.weight(c), skipped=True)
+
+    ranks.on_rank0(write_config)
+    model = None
+    configs = _configs(e)
+    layers = None if e["layers"] == "all" else set(e["layers"])
+    # The plan, the same on every rank: each window with the configurations it still lacks; every
+    # rank reads the folder before any writes to it (the agree below is the barrier).
+    items = []
+    for c, count in zip(e["contexts"], e["windows"]):
+        wins, _ = windows_of(facts["ids"], facts["bos"], c, count)
+        for w, ids in enumerate(wins):
+            udir = out / "units" / f"c{c}" / f"w{w}"
+            items.append((c, w, ids, udir, [(n, r) for n, r in configs if not (udir / f"{_slug(n)}.npz").exists()]))
+    ranks.agree(None)
+    # A window's cost: its pending passes plus the float64 reference pass it needs first.
+    owners = _shares([_Progress.weight(c) * (len(p) + 1) if p else 0.0 for c, _, _, _, p in items], ranks.size)
+    mine = [it for it, o in zip(items, owners) if o == ranks.rank]
+    progress = _Progress([_Progress.weight(c) for c, _, _, _, _ in mine for _ in range(len(configs))], quiet or ranks.rank != 0)
+    err = None
+    try:
+        for c, w, ids, udir, pending in mine:
+            for name, _ in configs:
+                if all(name != n for n, _ in pending):
+                    progress.step(name, 0, _Progress.weight(c), skipped=True)
+            if not pending:
+                continue
+            if model is None:
+                model = _model(e["model"], e.get("weights"))
+            info0 = {"context": c, "window": w, "tokens_sha256": hashlib.sha256(np.asarray(ids).tobytes()).hexdigest()}
+            # Forward passes first, each kept on disk until the window's metrics are written, so
+            # an interruption loses at most the pass under way.
+            t0 = time.perf_counter()
+            ref_plan = _Plan({k: REFERENCE for k in _exp.KINDS}, None, "emulate", e["threads"])
+            h_ref, ref_attention = _forward_kept(model, ids, ref_plan, udir / "float64.hidden")
+            ref_seconds = time.perf_counter() - t0
+            hidden, infos = {}, {}
+            for name, recipes in pending:
+                t0 = time.perf_counter()
+                info = dict(info0, recipe=name, failed=None, attention_seconds=0.0)
+                try:
+                    if name == BASELINE:  # its pass ran above (every window needs it)
+                        h, info["attention_seconds"] = h_ref, ref_attention
+                        t0 -= ref_seconds
                     else:
-                        pending.append((name, recipes))
-                if not pending:
-                    continue
-                if model is None:
-                    model = _model(e["model"], e.get("weights"))
-                info0 = {"context": c, "window": w, "tokens_sha256": hashlib.sha256(np.asarray(ids).tobytes()).hexdigest()}
-                # Forward passes first, each kept on disk until the window's metrics are written, so
-                # an interruption loses at most the pass under way.
-                t0 = time.perf_counter()
-                ref_plan = _Plan({k: REFERENCE for k in _exp.KINDS}, None, "emulate", e["threads"])
-                h_ref, ref_attention = _forward_kept(model, ids, ref_plan, udir / "float64.hidden")
-                ref_seconds = time.perf_counter() - t0
-                hidden, infos = {}, {}
-                for name, recipes in pending:
-                    t0 = time.perf_counter()
-                    info = dict(info0, recipe=name, failed=None, attention_seconds=0.0)
-                    try:
-                        if name == BASELINE:  # its pass ran above (every window needs it)
-                            h, info["attention_seconds"] = h_ref, ref_attention
-                            t0 -= ref_seconds
-                        else:
-                            plan = None if recipes is None else _Plan(recipes, layers, e["backend"], e["threads"])
-                            h, info["attention_seconds"] = _forward_kept(model, ids, plan, udir / f"{_slug(name)}.hidden")
-                        hidden[name] = h
-                    except _UndefinedOutput as err:
-                        info["failed"] = str(err)
-                    info["forward_seconds"] = time.perf_counter() - t0
-                    infos[name] = info
-                    progress.step(f"context {c}, window {w}, {name}", info["forward_seconds"], _Progress.weight(c))
-                t0 = time.perf_counter()
-                metrics = compare_positions(model, h_ref, hidden, ids)
-                share = (time.perf_counter() - t0) / max(1, len(hidden))  # the shared pass, split evenly
-                for name, _ in pending:
-                    infos[name]["metrics_seconds"] = share if name in metrics else 0.0
-                    _save_unit(udir / f"{_slug(name)}.npz", metrics.get(name, {}), infos[name])
-                for name, _ in pending:
-                    (udir / f"{_slug(name)}.hidden").unlink(missing_ok=True)
-                (udir / "float64.hidden").unlink(missing_ok=True)
-                if not quiet:
-                    print(f"context {c}, window {w}: metrics of {len(hidden)} models in {share * len(hidden):.1f} s",
-                          file=sys.stderr, flush=True)
-        rows = _report(e, out, configs, provenance)
-    return rows
+                        plan = None if recipes is None else _Plan(recipes, layers, e["backend"], e["threads"])
+                        h, info["attention_seconds"] = _forward_kept(model, ids, plan, udir / f"{_slug(name)}.hidden")
+                    hidden[name] = h
+                except _UndefinedOutput as x:
+                    info["failed"] = str(x)
+                info["forward_seconds"] = time.perf_counter() - t0
+                infos[name] = info
+                progress.step(f"context {c}, window {w}, {name}", info["forward_seconds"], _Progress.weight(c))
+            t0 = time.perf_counter()
+            metrics = compare_positions(model, h_ref, hidden, ids)
+            share = (time.perf_counter() - t0) / max(1, len(hidden))  # the shared pass, split evenly
+            for name, _ in pending:
+                infos[name]["metrics_seconds"] = share if name in metrics else 0.0
+                _save_unit(udir / f"{_slug(name)}.npz", metrics.get(name, {}), infos[name])
+            for name, _ in pending:
+                (udir / f"{_slug(name)}.hidden").unlink(missing_ok=True)
+            (udir / "float64.hidden").unlink(missing_ok=True)
+            if not quiet:
+                who = f"rank {ranks.rank} of {ranks.size}: " if ranks.size > 1 else ""
+                print(f"{who}context {c}, window {w}: metrics of {len(hidden)} models in {share * len(hidden):.1f} s",
+                      file=sys.stderr, flush=True)
+    except Exception as x:  # noqa: BLE001 - raised again by agree(), after every rank stopped
+        err = x
+    ranks.agree(err)
+    rows = ranks.on_rank0(lambda: _report(e, out, _configs(e), provenance))
+    return rows if rows is not None else []
 
 
 # ---- the report ----
@@ -664,9 +760,13 @@ def main(argv=None):
     try:
         rows = run(a.experiment, force=a.force, quiet=a.quiet,
                    command_line=" ".join(shlex.quote(x) for x in [sys.executable, "-m", "qattn.model_eval", *sys.argv[1:]]))
+    except _OtherRankFailed:  # that rank printed its error
+        return 2
     except (ExperimentError, EvalError, ValueError) as err:
         print(f"qattn.model_eval: error: {err}", file=sys.stderr)
         return 2
+    if _Ranks().rank != 0:  # rank 0 prints the summary
+        return 0
     out = _exp.load(a.experiment)["output"]
     if not a.quiet:
         print(f"qattn.model_eval: {len(rows)} rows in {out}/ ({time.time() - t0:.0f} s)", file=sys.stderr)

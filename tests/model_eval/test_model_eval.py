@@ -101,6 +101,41 @@ def test_an_interrupted_run_resumes_to_identical_rows(tmp_path):
     assert _rows(tmp_path / "cut") == _rows(tmp_path / "whole")
 
 
+def test_mpirun_shards_windows_to_identical_rows(tmp_path):
+    # mpirun -n 2 splits the windows over two ranks; then, with window 1's units removed (what a
+    # run killed there leaves), mpirun -n 1 completes it. Both reports equal one process's rows.
+    import shutil
+
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "mpirun not found: scripts/install-deps.sh installs Open MPI"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+
+    def experiment(out):
+        path = tmp_path / f"{out}.json"
+        path.write_text(json.dumps({"name": "mpi", "model": "smollm2", "contexts": [64], "windows": 2,
+                                    "recipes": {"int8 P": P_INT8}, "output": str(tmp_path / out)}))
+        return path
+
+    me.run(str(experiment("whole")), quiet=True)
+
+    def sharded(n, path):
+        r = subprocess.run([mpirun, "-n", str(n), "--oversubscribe", sys.executable, "-m", "qattn.model_eval", str(path)],
+                           capture_output=True, text=True, env=env, timeout=900)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r
+
+    r = sharded(2, experiment("shards"))
+    assert "rank 1 of 2: context 64, window 1" in r.stderr and "rank 0 of 2: context 64, window 0" in r.stderr
+    assert r.stdout.count("# mpi") == 1  # rank 0 alone prints the summary
+    assert _rows(tmp_path / "shards") == _rows(tmp_path / "whole")
+    for f in (tmp_path / "shards" / "units" / "c64" / "w1").glob("*.npz"):
+        f.unlink()
+    (tmp_path / "shards" / "results.jsonl").unlink()
+    r = sharded(1, experiment("shards"))
+    assert "window 0" not in r.stderr and "window 1" in r.stderr  # only the missing window ran
+    assert _rows(tmp_path / "shards") == _rows(tmp_path / "whole")
+
+
 @pytest.mark.parametrize("change,message", [
     ({"model": "llama9"}, r"\$\.model: 'llama9'; expected one of gemma3, smollm2"),
     ({"contexts": [9000]}, r"\$\.contexts\[0\]: 9000 tokens; SmolLM2-135M-Instruct supports at most 8192"),
