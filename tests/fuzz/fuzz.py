@@ -1452,6 +1452,10 @@ def run_case(corpus, runner, c, work, keep=False):
         return {"class": "skipped", "msg": "output folder outside the trial folder", "norm": "", "rc": None,
                 "elapsed": 0.0, "stderr": "", "hang": False}
     prepare(corpus, c, tdir)
+    # One argument longer than the kernel passes (128 KiB, MAX_ARG_STRLEN): no shell could run it.
+    if any(len(x.encode("utf-8", "surrogatepass")) >= 128 * 1024 for x in c["argv"]):
+        return {"class": "skipped", "msg": "an argument longer than exec() accepts", "norm": "", "rc": None,
+                "elapsed": 0.0, "stderr": "", "hang": False}
     res = runner.execute(c["argv"], tdir)
     cls, msg, norm = classify(c, res, tdir)
     res.update({"class": cls, "msg": msg, "norm": norm})
