@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/emulate/accumulator.hpp"
+#include "kernels/numerics/accumulator.hpp"
 #include "kernels/formats/registry.hpp"
 
 namespace qattn {
@@ -112,7 +112,7 @@ std::string acc_to_string(const Accumulator& a) {
 
 Accumulator acc_from_string(const std::string& s, const std::string& what) {
   Accumulator a;
-  if (s == "h200_hmma") return h200_hmma_accumulator();  // measured presets (kernels/emulate/accumulator.hpp)
+  if (s == "h200_hmma") return h200_hmma_accumulator();  // measured presets (kernels/numerics/accumulator.hpp)
   if (s == "h200_e4m3_mma") return h200_e4m3_mma_accumulator();
   if (s == "h200_wgmma_f16") return h200_wgmma_f16_accumulator();
   if (s == "exact") a.kind = Accumulator::Kind::exact;
@@ -295,7 +295,7 @@ const std::vector<RecipePreset>& recipe_presets() {
        "the DOT4 write-up's sudot4 flash attention for llama.cpp HIP on RDNA3: int8 K with fp16 scales per 32 channels",
        "read from its description, not run: Q's scale layout is ambiguous there (group:32 assumed, as the lab needs equal groups on Q and K)"},
       {"qflash-lab", "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash acc.qk=exact acc.pv=exact",
-       "the QFlash paper's algorithm with the lab's constants (kernels/emulate/qflash.hpp)",
+       "the QFlash paper's algorithm with the lab's constants (kernels/numerics/qflash.hpp)",
        "the lab's reading of the paper, before its kernel was public; the GPU family flash_integer runs it"},
   };
   return presets;

@@ -28,10 +28,6 @@ struct EmulatorResult {
 // Throws std::invalid_argument for an invalid recipe (naming the field) or problem.
 EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions& opt = {});
 
-// Throws NumericFailure when an integer softmax ("qflash" or "shiftmax") cannot represent the score
-// unit s of a row (outside [2^-30, 2^15]); the GPU's integer family refuses the same rows.
-void check_integer_softmax_step(double s, const std::string& softmax);
-
 // Integer QK^T logits of an integer recipe before any scale: sum over the head dim of the Q and K
 // codes (after smoothing and rotation), per group when the recipe uses group scales. A test hook
 // for bit-exact comparisons. Returns [groups] int32 values for query i of head h against key j.

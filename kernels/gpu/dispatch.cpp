@@ -4,10 +4,9 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/emulate/accumulator.hpp"
-#include "kernels/emulate/emulator.hpp"
-#include "kernels/emulate/qflash.hpp"
-#include "kernels/emulate/prepare_cpu.hpp"
+#include "kernels/numerics/accumulator.hpp"
+#include "kernels/numerics/qflash.hpp"
+#include "kernels/numerics/prepare_cpu.hpp"
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"

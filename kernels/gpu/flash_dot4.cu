@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/emulate/accumulator.hpp"
+#include "kernels/numerics/accumulator.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
 #include "kernels/gpu/flash_dot4.hpp"

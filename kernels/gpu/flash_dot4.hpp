@@ -5,7 +5,7 @@
 //   S = Q K^T  integer codes (int8, int4: dot4, int32, exact) with one fp32 scale per (head, token,
 //              group of channels), groups summed in fp32 as llama.cpp's blocks; or float values
 //              (any float format, rounded or scaled, as the emulator multiplies them) summed by the
-//              recipe's accumulator model (kernels/emulate/accumulator.hpp, shared host/device:
+//              recipe's accumulator model (kernels/numerics/accumulator.hpp, shared host/device:
 //              fp32, float64-exact, fp16, or an MMA unit's chunked alignment);
 //              plus mean_q . k (SageAttention2's Q smoothing, from K before quantization) and
 //              q . mu_b (K block means with correction, from the unquantized Q), each in fp32.

@@ -1,12 +1,12 @@
 // Integer-softmax flash attention (QFlash, I-ViT shiftmax): one wave per query row, S = Q K^T by
-// dot4, the softmax in the emulator's integer functions (kernels/emulate/qflash.hpp), O += P V in
+// dot4, the softmax in the emulator's integer functions (kernels/numerics/qflash.hpp), O += P V in
 // integers. Integer sums are exact in any order, so lanes and waves may split them freely; the
 // tuning (waves per block) never changes a result.
 #include <climits>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/emulate/qflash.hpp"
+#include "kernels/numerics/qflash.hpp"
 #include "kernels/gpu/flash_integer.hpp"
 #include "kernels/gpu/platform.hpp"
 #include "kernels/gpu/query_rows.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Host interface of the integer-softmax family (portable: CUDA and HIP): QFlash's integer online
 // softmax and I-ViT's shiftmax on the GPU, with the emulator's integer functions
-// (kernels/emulate/qflash.hpp, shared host/device). int8 Q, K and V codes with one scale per head
+// (kernels/numerics/qflash.hpp, shared host/device). int8 Q, K and V codes with one scale per head
 // (or tensor); S = Q K^T by dot4 (int32, exact); every softmax quantity an integer; O in integers,
 // scaled once at the end. Every operation is exact or the emulator's own, so the output is the
 // emulator's bit for bit.

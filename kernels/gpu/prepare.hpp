@@ -1,6 +1,6 @@
 #pragma once
 // Preparation kernels (portable: CUDA and HIP): from raw fp32 Q, K, V on the device to what the flash
-// kernels read, bit for bit what the CPU path (the emulator's prepare: kernels/emulate/prepare_cpu.hpp
+// kernels read, bit for bit what the CPU path (the emulator's prepare: kernels/numerics/prepare_cpu.hpp
 // and the scalar quantizer, kernels/formats/quantizer.hpp) produces. Steps, in the emulator's order:
 //   1. rotation:  Q and K rows through the orthonormal Hadamard transform (float64 butterflies in the
 //                 CPU's order, then fp32(x * (1 / sqrt(d)))), in place;

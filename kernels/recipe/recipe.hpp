@@ -64,7 +64,7 @@ struct Accumulator {
 };
 
 // QFlash's integer softmax is specified by its paper only up to constants; implementations differ
-// in them. `lab` in every field is the lab's reading (kernels/emulate/qflash.hpp); the other values
+// in them. `lab` in every field is the lab's reading (kernels/numerics/qflash.hpp); the other values
 // are what QFlash's published Triton kernel does (github EfficientCompLab/qflash at 46adca5,
 // qflash/kernel.py, default settings; docs/peers/qflash-46adca5.md).
 struct QFlashVariant {

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <random>
 
-#include "kernels/emulate/accumulator.hpp"
+#include "kernels/numerics/accumulator.hpp"
 #include "kernels/emulate/emulator.hpp"
-#include "kernels/emulate/qflash.hpp"
+#include "kernels/numerics/qflash.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/numeric_failure.hpp"
 #include "reference/attention.hpp"

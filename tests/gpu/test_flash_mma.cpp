@@ -5,7 +5,7 @@
 #include <string>
 
 #include "harness/io/dataset_file.hpp"
-#include "kernels/emulate/accumulator.hpp"
+#include "kernels/numerics/accumulator.hpp"
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/gpu/dispatch.hpp"
 #include "tests/catch.hpp"

@@ -1,7 +1,7 @@
 // The hardware's fp8 MMA accumulator, measured (labelled gpu; run on the H200 machine): one e4m3
 // mma.sync m16n8k32 per case on constructed and on random inputs, and which accumulator model
 // reproduces it bit for bit. Everything measured is printed; the lines after "RESULT" say which
-// parameters to set in h200_e4m3_mma_accumulator() (kernels/emulate/accumulator.hpp).
+// parameters to set in h200_e4m3_mma_accumulator() (kernels/numerics/accumulator.hpp).
 // Run: build-gpu/tests/test_gpu "[mma-accumulator]" (a fresh seed each run; QATTN_MMA_SEED=<n> repeats
 // one). The model search runs on the CPU with OpenMP, screening ~200k candidates with early abort.
 //
@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/emulate/accumulator.hpp"
+#include "kernels/numerics/accumulator.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/gpu/mma_probe.hpp"
 #include "tests/catch.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "harness/io/dataset_file.hpp"
-#include "kernels/emulate/prepare_cpu.hpp"
+#include "kernels/numerics/prepare_cpu.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
 #include "kernels/gpu/dispatch.hpp"

@@ -14,6 +14,7 @@
 // multiply by a precomputed reciprocal that is exact over the range it sees. Host and device
 // (kernels/gpu/flash_integer.cu) share these functions.
 #include <cstdint>
+#include <string>
 
 #include "kernels/formats/host_device.hpp"
 
@@ -122,3 +123,12 @@ QATTN_HD inline std::int64_t exp(std::int64_t x, std::int64_t i0) {
 }
 
 }  // namespace qattn::ivit
+
+namespace qattn {
+
+// Throws NumericFailure when an integer softmax ("qflash" or "shiftmax") cannot represent the score
+// unit s of a row (outside [2^-30, 2^15]; integer_softmax_range.cpp derives the range). The emulator
+// and the GPU's integer family refuse the same rows. Host only.
+void check_integer_softmax_step(double s, const std::string& softmax);
+
+}  // namespace qattn
