@@ -40,7 +40,15 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& [sub, action] : actions) {
-      if (sub->parsed()) return action();
+      if (!sub->parsed()) continue;
+      // Only `run` splits its work over MPI ranks; any other command would run once per rank.
+      if (qattn::ranks::size() > 1 && sub->get_name() != "run") {
+        if (qattn::ranks::rank() != 0) return 2;
+        std::fprintf(stderr, "qattn: error: %s runs as one process; only `qattn run` shards its work over MPI ranks (start it without mpirun)\n",
+                     sub->get_name().c_str());
+        return 2;
+      }
+      return action();
     }
   } catch (const std::filesystem::filesystem_error& e) {  // a path the system refuses (too long, no permission)
     const std::string path = qattn::cli::brief_path(e.path1().string());

@@ -101,11 +101,10 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
   } else {
     const std::string exp_file = b["experiment"].get<std::string>();
     std::error_code ec;
-    if (!fs::is_regular_file(exp_file, ec)) {
+    if (!fs::exists(exp_file, ec)) {  // (a folder or an unreadable file: read_experiment names it)
       // Quoted with escapes: a path holding a line separator or a control character stays one line.
-      const bool there = fs::exists(exp_file, ec);
-      throw std::invalid_argument(bounds_file + ": experiment: " + json(exp_file).dump(-1, ' ', true) + ": " +
-                                  (there ? "not a regular file" : "no such file") + "; expected the path of an experiment JSON file");
+      throw std::invalid_argument(bounds_file + ": experiment: " + json(exp_file).dump(-1, ' ', true) +
+                                  ": no such file; expected the path of an experiment JSON file");
     }
     Experiment e = read_experiment(exp_file);
     tmp = fs::temp_directory_path() / fmt::format("qattn-check-{}", ::getpid());

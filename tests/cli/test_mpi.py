@@ -68,6 +68,10 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run([qattn, "run", path, "--quiet"], capture_output=True, text=True, env=env)
     if r.returncode != 0 or not open(os.path.join(single, "failed.jsonl")).read():
         fails.append(f"single-process run: {r.returncode} {r.stderr[-400:]}")
+    # Only `run` shards; another command under mpirun is refused once, not run once per rank.
+    r = subprocess.run(mpi(2, "inspect", dump), capture_output=True, text=True, env=env)
+    if r.returncode == 0 or r.stderr.count("inspect runs as one process; only `qattn run` shards") != 1:
+        fails.append(f"inspect under mpirun -n 2: {r.returncode} {r.stderr[-300:]}")
     units = 3 * 3 * 4
     for n in (1, 2, 3):
         out = write(f"ranks{n}")
