@@ -15,12 +15,13 @@ namespace qattn::report {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-void append_durable(const fs::path& file, const std::string& lines) {
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd < 0) throw std::runtime_error(file.string() + ": cannot open for appending");
+namespace {
+
+// Writes all of `text` to fd and makes it durable; closes fd (also when it throws).
+void write_all_durable(int fd, const std::string& text, const fs::path& file) {
   std::size_t done = 0;
-  while (done < lines.size()) {
-    const ssize_t w = ::write(fd, lines.data() + done, lines.size() - done);
+  while (done < text.size()) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
     if (w <= 0) {
       ::close(fd);
       throw std::runtime_error(file.string() + ": write failed");
@@ -31,23 +32,21 @@ void append_durable(const fs::path& file, const std::string& lines) {
   ::close(fd);
 }
 
+}  // namespace
+
+void append_durable(const fs::path& file, const std::string& lines) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) throw std::runtime_error(file.string() + ": cannot open for appending");
+  write_all_durable(fd, lines, file);
+}
+
 void write_atomic(const fs::path& file, const std::string& text) {
   // Written, made durable, then renamed over the old file: a crash leaves the old file or the new
   // one, never a part (a merged log replaces rows only once the new ones are on disk).
   const fs::path tmp = file.string() + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw std::runtime_error(tmp.string() + ": cannot open for writing");
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w <= 0) {
-      ::close(fd);
-      throw std::runtime_error(tmp.string() + ": write failed");
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  ::fsync(fd);
-  ::close(fd);
+  write_all_durable(fd, text, tmp);
   fs::rename(tmp, file);
 }
 

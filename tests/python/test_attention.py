@@ -185,6 +185,13 @@ def test_extreme_finite_inputs_never_print_nan(tmp_path, qattn_exe, scale_q, sca
         assert "nan" not in text.replace("is nan", ""), f
 
 
+def _write_small_dump(path, layers, tokens):
+    """A fp32 dump of the given layers (dicts with name, q, k, v) with the schema's root attributes."""
+    attrs = {"schema": "qattn-dump/1", "model": "test", "weights": "random", "text_source": "none", "n_tokens": tokens,
+             "created_by": "pytest", "created_at": "now"}
+    qattn.write_dump(path, layers, attrs, dtype="fp32")
+
+
 def test_an_all_zero_reference_is_a_failed_unit(tmp_path, qattn_exe):
     # V all zero: the float64 output is zero and SQNR undefined. The unit is recorded as failed with
     # the head and the reason, the run goes on to the other layer and exits 0.
@@ -192,9 +199,7 @@ def test_an_all_zero_reference_is_a_failed_unit(tmp_path, qattn_exe):
     q = rng.standard_normal((2, 32, 8)).astype(np.float32)
     k = rng.standard_normal((1, 32, 8)).astype(np.float32)
     path = str(tmp_path / "z.h5")
-    attrs = {"schema": "qattn-dump/1", "model": "test", "weights": "random", "text_source": "none", "n_tokens": 32,
-             "created_by": "pytest", "created_at": "now"}
-    qattn.write_dump(path, [{"name": "0", "q": q, "k": k, "v": np.zeros_like(k)}, {"name": "1", "q": q, "k": k, "v": k}], attrs, dtype="fp32")
+    _write_small_dump(path, [{"name": "0", "q": q, "k": k, "v": np.zeros_like(k)}, {"name": "1", "q": q, "k": k, "v": k}], 32)
     exp = tmp_path / "e.json"
     exp.write_text(json.dumps({"name": "z", "dataset": path, "recipes": {"fp16": "q=fp16 k=fp16 p=fp16 v=fp16"}, "kl_rows": 2,
                                "output": str(tmp_path / "r")}))
@@ -213,9 +218,7 @@ def test_layer_names_are_numbers_only_where_they_are_plain_decimals(tmp_path, qa
     q = rng.standard_normal((2, 16, 8)).astype(np.float32)
     k = rng.standard_normal((1, 16, 8)).astype(np.float32)
     path = str(tmp_path / "names.h5")
-    attrs = {"schema": "qattn-dump/1", "model": "test", "weights": "random", "text_source": "none", "n_tokens": 16,
-             "created_by": "pytest", "created_at": "now"}
-    qattn.write_dump(path, [{"name": n, "q": q, "k": k, "v": k} for n in ("12", "007", "attn.3")], attrs, dtype="fp32")
+    _write_small_dump(path, [{"name": n, "q": q, "k": k, "v": k} for n in ("12", "007", "attn.3")], 16)
     exp = tmp_path / "e.json"
     exp.write_text(json.dumps({"name": "names", "dataset": path, "selection": {"layers": "all"}, "kl_rows": 2,
                                "recipes": {"fp16": "q=fp16 k=fp16 p=fp16 v=fp16"}, "output": str(tmp_path / "r")}))
@@ -237,9 +240,7 @@ def test_inspect_says_unbounded_for_a_zero_median_channel(tmp_path, qattn_exe):
     k[:, :, 3] = 1.0
     q = np.ones((2, 16, 8), np.float32)
     path = str(tmp_path / "zero.h5")
-    attrs = {"schema": "qattn-dump/1", "model": "test", "weights": "random", "text_source": "none", "n_tokens": 16,
-             "created_by": "pytest", "created_at": "now"}
-    qattn.write_dump(path, [{"name": "0", "q": q, "k": k, "v": k}], attrs, dtype="fp32")
+    _write_small_dump(path, [{"name": "0", "q": q, "k": k, "v": k}], 16)
     r = subprocess.run([qattn_exe, "inspect", path], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     line = r.stdout.splitlines()[-1]
