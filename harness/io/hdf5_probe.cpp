@@ -1,5 +1,6 @@
 #include "harness/io/hdf5_probe.hpp"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +32,12 @@ void read_first_in_child(const std::string& path, const std::function<void()>& r
     sigaddset(&alarm_only, SIGALRM);
     ::sigprocmask(SIG_UNBLOCK, &alarm_only, nullptr);
     ::alarm(kProbeSeconds);  // some corruptions make the library loop instead of crash
+    // The child's output is never the user's: an ordinary error is met again by the parent, and a
+    // death (with whatever the library or a sanitizer prints about it) is reported as one line.
+    if (const int null_fd = ::open("/dev/null", O_WRONLY); null_fd >= 0) {
+      ::dup2(null_fd, STDOUT_FILENO);
+      ::dup2(null_fd, STDERR_FILENO);
+    }
     try {
       read();
     } catch (...) {  // an ordinary error: the parent reports it when it reads the file itself
