@@ -49,9 +49,9 @@ def rank_pid(parent, rank):
 
 with tempfile.TemporaryDirectory() as tmp:
     dump = os.path.join(tmp, "d.h5")
-    subprocess.run([qattn, "synth", "--out", dump, "--tokens", "1024", "--dim", "64", "--q-heads", "4", "--kv-heads", "2", "--layers", "3"],
+    subprocess.run([qattn, "synth", "--out", dump, "--tokens", "512", "--dim", "64", "--q-heads", "4", "--kv-heads", "2", "--layers", "3"],
                    check=True, capture_output=True)
-    exp = {"name": "mpi", "dataset": dump, "selection": {"layers": "all", "contexts": [256, 512, 1024], "rows": 128}, "kl_rows": 8,
+    exp = {"name": "mpi", "dataset": dump, "selection": {"layers": "all", "contexts": [128, 256, 512], "rows": 128}, "kl_rows": 8,
            "recipes": {"fp16": "q=fp16 k=fp16 p=fp16 v=fp16",
                        "int8 e4m3": "q=int8/token k=int8/token p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_mma",
                        "qflash": "q=int8/head k=int8/head v=int8/head p=int8/static:127 softmax=qflash acc.qk=exact acc.pv=exact",

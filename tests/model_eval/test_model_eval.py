@@ -75,14 +75,25 @@ def _rows(folder):
     return rows
 
 
-def test_an_interrupted_run_resumes_to_identical_rows(tmp_path):
-    def experiment(out):
-        path = tmp_path / f"{out}.json"
-        path.write_text(json.dumps({"name": "resume", "model": "smollm2", "contexts": [128], "windows": 3,
-                                    "recipes": {"int8 P": P_INT8, "e4m3 P": P_E4M3}, "output": str(tmp_path / out)}))
-        return path
+def _three_windows(folder, out):
+    """The interrupted and sharded runs' experiment: 3 windows of 128 tokens, two recipes."""
+    path = folder / f"{out}.json"
+    path.write_text(json.dumps({"name": "resume", "model": "smollm2", "contexts": [128], "windows": 3,
+                                "recipes": {"int8 P": P_INT8, "e4m3 P": P_E4M3}, "output": str(folder / out)}))
+    return path
 
-    me.run(str(experiment("whole")), quiet=True)  # uninterrupted, in this process
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """The uninterrupted single-process report of _three_windows, run once in this process."""
+    folder = tmp_path_factory.mktemp("whole")
+    me.run(str(_three_windows(folder, "whole")), quiet=True)
+    return folder / "whole"
+
+
+def test_an_interrupted_run_resumes_to_identical_rows(tmp_path, whole):
+    def experiment(out):
+        return _three_windows(tmp_path, out)
     cut = _cli(experiment("cut"))
     units = tmp_path / "cut" / "units"
     # Killed while window 1's forward passes are under way: window 0's four units are written, some
@@ -98,42 +109,36 @@ def test_an_interrupted_run_resumes_to_identical_rows(tmp_path):
     resumed = _cli(experiment("cut"))
     assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
     assert all(p.stat().st_mtime_ns == t for p, t in done.items())  # finished units were not redone
-    assert _rows(tmp_path / "cut") == _rows(tmp_path / "whole")
+    assert _rows(tmp_path / "cut") == _rows(whole)
 
 
-def test_mpirun_shards_windows_to_identical_rows(tmp_path):
-    # mpirun -n 2 splits the windows over two ranks; then, with window 1's units removed (what a
-    # run killed there leaves), mpirun -n 1 completes it. Both reports equal one process's rows.
+def test_mpirun_shards_windows_to_identical_rows(tmp_path, whole):
+    # mpirun -n 2 splits the 3 windows over two ranks (window 0 on rank 0, 1 and 2 on rank 1); then,
+    # with window 1's units removed (what a run killed there leaves), mpirun -n 1 completes it. Both
+    # reports equal one process's rows.
     import shutil
 
     mpirun = shutil.which("mpirun")
     assert mpirun, "mpirun not found: scripts/install-deps.sh installs Open MPI"
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    path = _three_windows(tmp_path, "shards")
 
-    def experiment(out):
-        path = tmp_path / f"{out}.json"
-        path.write_text(json.dumps({"name": "mpi", "model": "smollm2", "contexts": [64], "windows": 2,
-                                    "recipes": {"int8 P": P_INT8}, "output": str(tmp_path / out)}))
-        return path
-
-    me.run(str(experiment("whole")), quiet=True)
-
-    def sharded(n, path):
+    def sharded(n):
         r = subprocess.run([mpirun, "-n", str(n), "--oversubscribe", sys.executable, "-m", "qattn.model_eval", str(path)],
                            capture_output=True, text=True, env=env, timeout=900)
         assert r.returncode == 0, r.stderr[-2000:]
         return r
 
-    r = sharded(2, experiment("shards"))
-    assert "rank 1 of 2: context 64, window 1" in r.stderr and "rank 0 of 2: context 64, window 0" in r.stderr
-    assert r.stdout.count("# mpi") == 1  # rank 0 alone prints the summary
-    assert _rows(tmp_path / "shards") == _rows(tmp_path / "whole")
-    for f in (tmp_path / "shards" / "units" / "c64" / "w1").glob("*.npz"):
+    r = sharded(2)
+    assert "rank 0 of 2: context 128, window 0" in r.stderr and "rank 1 of 2: context 128, window 2" in r.stderr
+    assert r.stdout.count("# resume") == 1  # rank 0 alone prints the summary
+    assert _rows(tmp_path / "shards") == _rows(whole)
+    for f in (tmp_path / "shards" / "units" / "c128" / "w1").glob("*.npz"):
         f.unlink()
     (tmp_path / "shards" / "results.jsonl").unlink()
-    r = sharded(1, experiment("shards"))
-    assert "window 0" not in r.stderr and "window 1" in r.stderr  # only the missing window ran
-    assert _rows(tmp_path / "shards") == _rows(tmp_path / "whole")
+    r = sharded(1)
+    assert "window 0" not in r.stderr and "window 2" not in r.stderr and "window 1" in r.stderr  # only the missing window ran
+    assert _rows(tmp_path / "shards") == _rows(whole)
 
 
 @pytest.mark.parametrize("change,message", [
