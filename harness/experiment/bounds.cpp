@@ -68,9 +68,6 @@ void validate_bounds(const std::string& bounds_file, const json& b) {
   }
 }
 
-// A bound's layer as written: "15" or 15.
-std::string layer_of(const json& x) { return report::layer_name(x["layer"]); }
-
 }  // namespace
 
 int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
@@ -181,7 +178,7 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
   const std::string source = from_report ? "the report's results" : "the experiment's results";
   for (std::size_t i = 0; i < b["bounds"].size(); ++i) {
     const json& x = b["bounds"][i];
-    const std::string name = x["recipe"].get<std::string>(), layer = layer_of(x);
+    const std::string name = x["recipe"].get<std::string>(), layer = report::layer_name(x["layer"]);
     const int context = x["context"].get<int>();
     const auto it = agg.find(name + "|" + layer + "|" + std::to_string(context));
     if (it == agg.end()) {
