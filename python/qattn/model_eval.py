@@ -75,10 +75,39 @@ def _cache_dir():
     return _source_dir() / "datasets" / "generated" / "cache"
 
 
-def model_facts(name, path="<experiment>", weights=None, text=None):
+def _converted_dir(name, gguf):
+    """The cache folder for what one GGUF file converts to (config, token ids, float32 weights),
+    keyed by the file's identity and the converting library's version: a changed file or a newer
+    transformers converts anew. Converting is most of a run's start (config 3 s, tokenizer 6 s,
+    weights 12 s for SmolLM2 on a 2-core machine); reading the converted files takes about 1 s."""
+    import transformers
+
+    st = gguf.stat()
+    ident = f"{gguf.resolve()}|{st.st_size}|{st.st_mtime_ns}|transformers {transformers.__version__}"
+    return _cache_dir() / "converted" / f"{name}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}"
+
+
+def _publish(write, final):
+    """Writes a folder through `write(tmp)` and renames it into place, so that a folder that exists
+    is complete; when another process published it first, its copy (the same content) stays."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
+    try:
+        write(tmp)
+        os.replace(tmp, final)
+    except OSError:
+        if not (final.is_dir() and any(final.iterdir())):
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def model_facts(name, path="<experiment>", weights=None, text=None, cache=True):
     """Config, tokenizer and token ids of the text, without the weights (fast): for validation.
-    `weights` and `text`: files given instead of the package's GGUF and the default text."""
-    key = ("facts", name, weights, text)
+    `weights` and `text`: files given instead of the package's GGUF and the default text.
+    `cache`: read (and write) the converted config and ids in the cache folder; False converts
+    from the GGUF file every time."""
+    key = ("facts", name, weights, text, cache)
     if key in _LOADED:
         return _LOADED[key]
     if name not in _models.MODELS:
@@ -90,25 +119,51 @@ def model_facts(name, path="<experiment>", weights=None, text=None):
         body, text_source = _models.text_file(text) if text else _models.prose_text()
     except _models.ModelError as e:
         raise EvalError(f"{path}: {'$.text' if text else '$.model'}: {e}") from None
-    try:
-        cfg = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    except Exception as e:  # transformers raises many kinds for a file that is not a model it reads
-        raise EvalError(f"{path}: $.weights: {gguf}: not a GGUF model transformers can load ({type(e).__name__}: {e})") from None
-    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    ids = np.asarray(tok(body).input_ids, dtype=np.int64)
-    facts = {"config": cfg, "gguf": gguf, "ids": ids, "text_source": text_source, "bos": tok.bos_token_id}
+    folder = None
+    if cache and gguf.is_file():
+        folder = _converted_dir(name, gguf) / f"facts-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
+    if folder is not None and folder.is_dir():
+        full_cfg = AutoConfig.from_pretrained(str(folder))
+        ids = np.load(folder / "ids.npy")
+        bos = json.loads((folder / "tokens.json").read_text())["bos"]
+    else:
+        try:
+            full_cfg = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        except Exception as e:  # transformers raises many kinds for a file that is not a model it reads
+            raise EvalError(f"{path}: $.weights: {gguf}: not a GGUF model transformers can load ({type(e).__name__}: {e})") from None
+        ids = np.asarray(tok(body).input_ids, dtype=np.int64)
+        bos = tok.bos_token_id
+        if folder is not None:
+            def write(tmp):
+                full_cfg.save_pretrained(str(tmp))
+                np.save(tmp / "ids.npy", ids)
+                (tmp / "tokens.json").write_text(json.dumps({"bos": bos, "count": int(ids.size)}) + "\n")
+            _publish(write, folder)
+    cfg = full_cfg.get_text_config() if hasattr(full_cfg, "get_text_config") else full_cfg
+    facts = {"config": cfg, "gguf": gguf, "ids": ids, "text_source": text_source, "bos": bos}
     _LOADED[key] = facts
     return facts
 
 
-def _model(name, weights=None):
-    key = ("model", name, weights)
+def _model(name, weights=None, cache=True):
+    """The model in float32, eval mode, with the lab's attention registered. `cache`: as for
+    model_facts (the converted weights, written with save_pretrained, read back bit for bit)."""
+    key = ("model", name, weights, cache)
     if key not in _LOADED:
-        from transformers import AttentionInterface
+        import torch
+        from transformers import AttentionInterface, AutoModelForCausalLM
 
         AttentionInterface.register("qattn", _lab_attention)
-        _, m, _ = _models.load_model(name, _cache_dir(), gguf=weights)
+        gguf = Path(weights) if weights else _models.gguf_path(name, _cache_dir())
+        folder = _converted_dir(name, gguf) / "model" if cache else None
+        if folder is not None and folder.is_dir():
+            m = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="sdpa")
+            m.eval()
+        else:
+            _, m, _ = _models.load_model(name, _cache_dir(), gguf=weights)
+            if folder is not None:
+                _publish(lambda tmp: m.save_pretrained(str(tmp)), folder)
         _LOADED[key] = m
     return _LOADED[key]
 

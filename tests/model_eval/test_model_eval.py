@@ -21,8 +21,29 @@ P_E4M3 = "q=fp32 k=fp32 p=e4m3/static:448 v=fp32"
 
 @pytest.fixture(scope="module")
 def smollm2():
-    facts = me.model_facts("smollm2")
-    return me._model("smollm2"), facts
+    """The model and its facts converted from the GGUF file now, bypassing the converted cache."""
+    facts = me.model_facts("smollm2", cache=False)
+    return me._model("smollm2", cache=False), facts
+
+
+def test_the_converted_cache_reads_back_what_the_gguf_converts_to(smollm2):
+    model, facts = smollm2
+    me.model_facts("smollm2"), me._model("smollm2")  # written to the cache if not there yet
+    for key in [k for k in me._LOADED if k[-1] is True]:
+        del me._LOADED[key]  # so that the next calls read the cache folder
+    cached_facts, cached = me.model_facts("smollm2"), me._model("smollm2")
+    assert cached is not model and cached_facts is not facts
+    assert np.array_equal(cached_facts["ids"], facts["ids"]) and cached_facts["bos"] == facts["bos"]
+    drop = {"_name_or_path"}  # where each was read from
+    assert ({k: v for k, v in cached_facts["config"].to_dict().items() if k not in drop}
+            == {k: v for k, v in facts["config"].to_dict().items() if k not in drop})
+    import torch
+
+    a, b = model.state_dict(), cached.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # bit for bit, tied weights included
+    ids = torch.tensor(facts["ids"][:64])[None]
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, cached(ids).logits)
 
 
 def test_fp32_recipe_reproduces_the_models_own_logits(smollm2):
