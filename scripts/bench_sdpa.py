@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch's scaled_dot_product_attention in bf16, flash and cuDNN backends, on the shapes of
-`qattn bench gpu` (B=1, H=32, d=128, N=4096 and 16384, causal and not); writes JSON that
-`qattn bench gpu --sdpa FILE` reads.
+"""PyTorch's scaled_dot_product_attention in bf16 (flash and cuDNN backends) and SageAttention 1.0.6
+(int8 QK^T + fp16 PV, Triton; fp16 inputs) on the shapes of `qattn bench gpu` (B=1, H=32, d=128
+and 64, N=4096 and 16384, causal and not); writes JSON that `qattn bench gpu --sdpa FILE` reads.
 
     python3 scripts/bench_sdpa.py --out LOGS/sdpa.json [--reps 50] [--tokens 4096,16384]
     python3 scripts/bench_sdpa.py --dry-run          # no GPU: lists the rows, checks the API on CPU
@@ -10,7 +10,9 @@ Inputs: torch.randn in bf16, several input sets in turn so that L2 does not hold
 launches. Timing: CUDA events around each launch, after warm-up; the median is reported.
 FLOPs: 4*N^2*d*B*H (QK^T and PV, 2 per multiply-add), halved when causal.
 A backend that cannot run a shape is recorded with ms/tflops null and the reason; the run goes on.
-Needs only torch.
+Needs torch; SageAttention when `import sageattention` works (scripts/gpu-machine.sh installs the
+wheel that scripts/fetch-peers.sh downloads), else its rows say it is not installed. SageAttention
+subtracts K's mean in place: each launch gets its own copy of K, made before the timed region.
 """
 import argparse
 import json
@@ -24,6 +26,24 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+PEERS = ("sage1",)  # SageAttention 1.0.6's sageattn
+
+
+def _version(package):
+    from importlib import metadata
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def sage1():
+    """sageattn, or the reason it cannot run."""
+    try:
+        from sageattention import sageattn
+    except ImportError as e:
+        return None, f"sageattention not installed ({e}); scripts/fetch-peers.sh downloads the wheel"
+    return sageattn, None
 
 
 def flops(b, h, n, d, causal):
@@ -35,6 +55,31 @@ def make_sets(b, h, n, d, sets, device, gen):
     shape = (b, h, n, d)
     return [tuple(torch.randn(shape, dtype=torch.bfloat16, device=device, generator=gen) for _ in range(3))
             for _ in range(sets)]
+
+
+def run_peer(inputs, causal, warmup, reps):
+    """SageAttention 1's median milliseconds, as run_backend; inputs are cast to fp16 (its kernels'
+    operand type), K copied per launch outside the timed region (sageattn smooths K in place)."""
+    fn, reason = sage1()
+    if fn is None:
+        return None, reason
+    sets = [tuple(t.to(torch.float16) for t in s) for s in inputs]
+    try:
+        for i in range(warmup):
+            q, k, v = sets[i % len(sets)]
+            fn(q, k.clone(), v, tensor_layout="HND", is_causal=causal)
+        torch.cuda.synchronize()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        for i, (start, stop) in enumerate(events):
+            q, k, v = sets[i % len(sets)]
+            kc = k.clone()
+            start.record()
+            fn(q, kc, v, tensor_layout="HND", is_causal=causal)
+            stop.record()
+        torch.cuda.synchronize()
+    except (RuntimeError, AssertionError, ValueError) as e:
+        return None, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return statistics.median(s.elapsed_time(t) for s, t in events), None
 
 
 def run_backend(backend, inputs, causal, warmup, reps):
@@ -61,10 +106,11 @@ def run_backend(backend, inputs, causal, warmup, reps):
 
 
 def dry_run(args, shapes):
-    print(f"dry run: torch {torch.__version__}, backends {list(BACKENDS)}, "
-          f"{len(shapes) * len(BACKENDS)} rows planned:")
+    fn, reason = sage1()
+    print(f"dry run: torch {torch.__version__}, backends {list(BACKENDS)} and {list(PEERS)} "
+          f"({'importable' if fn else reason}), {len(shapes) * (len(BACKENDS) + len(PEERS))} rows planned:")
     for b, h, n, d, causal in shapes:
-        for backend in BACKENDS:
+        for backend in (*BACKENDS, *PEERS):
             print(f"  B={b} H={h} N={n} d={d} causal={causal} backend={backend}  {flops(b, h, n, d, causal) / 1e12:.3f} TFLOP")
     # The API on CPU, small shape: input sets, the math backend under sdpa_kernel, is_causal.
     gen = torch.Generator(device="cpu").manual_seed(0)
@@ -84,7 +130,7 @@ def main():
     ap.add_argument("--tokens", default="4096,16384", help="context lengths N, comma separated")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--head-dims", default="128,64", help="head dimensions d, comma separated")
     ap.add_argument("--reps", type=int, default=50, help="timed launches per row; the median is reported")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--sets", type=int, default=4, help="input sets used in turn (L2 does not hold one)")
@@ -94,7 +140,8 @@ def main():
     if args.reps < 1 or args.warmup < 0 or args.sets < 1:
         ap.error("--reps >= 1, --warmup >= 0, --sets >= 1")
     tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
-    shapes = [(args.batch, args.heads, n, args.head_dim, causal) for n in tokens for causal in (False, True)]
+    dims = [int(t) for t in args.head_dims.split(",") if t.strip()]
+    shapes = [(args.batch, args.heads, n, d, causal) for d in dims for n in tokens for causal in (False, True)]
     if args.dry_run:
         return dry_run(args, shapes)
     if not args.out:
@@ -110,8 +157,11 @@ def main():
     rows = []
     for b, h, n, d, causal in shapes:
         inputs = make_sets(b, h, n, d, args.sets, "cuda", gen)
-        for backend in BACKENDS:
-            ms, reason = run_backend(backend, inputs, causal, args.warmup, args.reps)
+        for backend in (*BACKENDS, *PEERS):
+            if backend in BACKENDS:
+                ms, reason = run_backend(backend, inputs, causal, args.warmup, args.reps)
+            else:
+                ms, reason = run_peer(inputs, causal, args.warmup, args.reps)
             tflops = None if ms is None else flops(b, h, n, d, causal) / (ms * 1e-3) / 1e12
             rows.append({"B": b, "H": h, "N": n, "d": d, "causal": causal, "backend": backend,
                          "ms": ms, "tflops": tflops, "error": reason})
@@ -124,7 +174,8 @@ def main():
         torch.cuda.empty_cache()
 
     doc = {"device": device, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
-           "cudnn_version": torch.backends.cudnn.version(), "dtype": "bfloat16",
+           "cudnn_version": torch.backends.cudnn.version(), "dtype": "bfloat16 (SDPA), float16 (sage1)",
+           "sage1_version": _version("sageattention"),
            "flops": "4*N^2*d*B*H, halved when causal", "reps": args.reps, "warmup": args.warmup,
            "input_sets": args.sets, "rows": rows}
     tmp = f"{args.out}.tmp.{os.getpid()}"

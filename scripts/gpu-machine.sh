@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine (Ubuntu 24.04 with CUDA; nothing is installed): configure, build, run the
 # gpu-labelled tests and compute-sanitizer's memcheck and racecheck, then the benchmarks (PyTorch
-# SDPA with python3 + torch, then `qattn bench gpu` beside it), writing logs into LOG_DIR.
+# SDPA and SageAttention 1 with python3 + torch, then `qattn bench gpu` beside them), writing logs
+# into LOG_DIR. The peers' wheels come from peers/wheels (scripts/fetch-peers.sh, run where there is
+# a network; carry peers/ to the machine), installed into a temporary folder on PYTHONPATH.
 #   bash scripts/gpu-machine.sh LOG_DIR [CUDA_ARCHS]        (PYTHON=... to use another interpreter)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=${1:?usage: gpu-machine.sh LOG_DIR [CUDA_ARCHS]}
-archs=${2:-90}
+archs=${2:-90a}  # 90a: the wgmma code (plain 90 compiles none of it)
 mkdir -p "$logs"
 status=0
 step() {  # step NAME command...
@@ -18,6 +20,11 @@ step configure cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DQAT
 step build cmake --build build-gpu --parallel
 step gpu-tests ctest --test-dir build-gpu -L gpu --output-on-failure -V
 rm -f "$logs/sdpa.json" "$logs/bench-gpu.md"  # never report a previous run's numbers
+if compgen -G "peers/wheels/*.whl" >/dev/null; then
+  peers_site=$(mktemp -d)
+  step install-peers "${PYTHON:-python3}" -m pip install --quiet --no-index --no-deps --target "$peers_site" peers/wheels/*.whl
+  export PYTHONPATH="$peers_site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 step bench-sdpa "${PYTHON:-python3}" scripts/bench_sdpa.py --out "$logs/sdpa.json"
 sdpa_args=()
 if [[ -f "$logs/sdpa.json" ]]; then sdpa_args=(--sdpa "$logs/sdpa.json"); fi

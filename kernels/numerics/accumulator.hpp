@@ -200,4 +200,22 @@ QATTN_HD inline Accumulator h200_wgmma_f16_accumulator() {
   return a;
 }
 
+// The H200's e4m3 wgmma.m64n8k32 with fp32 accumulators (the QGMMA path of FlashAttention-3 and
+// SageAttention 2), as tests/gpu/test_mma_accumulator.cpp "[wgmma-accumulator]" measures it.
+// MEASUREMENT PENDING: the parameters below are a starting point for that test, not yet a finding.
+QATTN_HD inline Accumulator h200_e4m3_wgmma_accumulator() {
+  Accumulator a;
+  a.kind = Accumulator::Kind::mma;
+  a.fused = true;
+  a.chunk = 32;
+  a.align_bits = 14;
+  a.chunk_mantissa_bits = 23;
+  a.chunk_rounding = Rounding::toward_zero;
+  return a;
+}
+
+// The H200's fp16 wgmma.m64n8k16 with fp32 accumulators. MEASUREMENT PENDING (as above): assumed
+// to be the HMMA's until the test says otherwise.
+QATTN_HD inline Accumulator h200_wgmma_f16_f32_accumulator() { return h200_hmma_accumulator(); }
+
 }  // namespace qattn
