@@ -18,9 +18,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/formats/codec.hpp"
 #include "kernels/gpu/flash_mma.hpp"
+#include "kernels/gpu/mma_host.hpp"
 #include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/fragment_rows.hpp"
 #include "kernels/gpu/prepare.hpp"
 
 namespace qattn::gpu {
@@ -140,15 +141,8 @@ __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) f
 #pragma unroll
     for (int r = 0; r < 2; ++r) sq[r] = row[r] < p.n ? p.q_scales[static_cast<long>(h) * p.n + row[r]] : 0.0f;
 
-  // The block's key tiles (absolute tiles of 64, as the emulator iterates them).
-  int lo = 0, hi = p.n;
-  const int i_last = min(p.n, i0 + kBm) - 1;
-  if (p.causal) hi = min(p.n, i_last + 1);
-  if (p.window > 0) {
-    lo = max(0, i0 - p.window + 1);
-    if (!p.causal) hi = min(p.n, i_last + p.window);
-  }
-  const int t_begin = lo / kBc, t_end = (hi + kBc - 1) / kBc;
+  const KeyTiles tiles = key_tiles(i0, kBm, p.n, p.causal, p.window, kBc);
+  const int t_begin = tiles.begin, t_end = tiles.end;
 
   float o[D / 8][4];
 #pragma unroll
@@ -222,10 +216,7 @@ __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) f
         }
         if (edge) {
           const int i = row[u / 2], j = j0 + jj;
-          bool vis = j < p.n;
-          if (p.causal && j > i) vis = false;
-          if (p.window > 0 && (i - j >= p.window || j - i >= p.window)) vis = false;
-          if (!vis) s[nt][u] = -INFINITY;
+          if (!key_visible(i, j, p.n, p.causal, p.window)) s[nt][u] = -INFINITY;
         }
       }
 
@@ -306,19 +297,8 @@ __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) f
     __syncthreads();  // the next iteration's prefetch overwrites this stage
   }
   if constexpr (!LOGITS) {  // the logits hook returned after its first tile
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float lt = quad_sum(l[r]);
-      const float denom = p.denominator_quantized ? lt : lt * p.p_mult;
-      if (row[r] >= p.n) continue;
-      float* dst = p.out + (static_cast<long>(h) * p.n + row[r]) * D;
-#pragma unroll
-      for (int nc = 0; nc < D / 8; ++nc) {
-        const int c = nc * 8 + 2 * q4;
-        const float vs0 = p.v_scales ? p.v_scales[kh * D + c] : 1.0f, vs1 = p.v_scales ? p.v_scales[kh * D + c + 1] : 1.0f;
-        *reinterpret_cast<float2*>(dst + c) = make_float2(o[nc][2 * r] * vs0 / denom, o[nc][2 * r + 1] * vs1 / denom);
-      }
-    }
+    store_rows<D>(p.out + static_cast<long>(h) * p.n * D, p.v_scales ? p.v_scales + kh * D : nullptr, p.n, row, l,
+                  p.denominator_quantized, p.p_mult, q4, [&](int nc, int u) { return o[nc][u]; });
   }
 }
 
@@ -362,71 +342,9 @@ void launch(QkType qk, PvType pv, const Params& p, int dim, int warps) {
   return launch_dim<QkType::fp16, PvType::fp16, LOGITS>(p, dim, warps);
 }
 
-int padded(int n) { return (n + kBc - 1) / kBc * kBc; }
-
-std::uint16_t fp16_bits(float x) { return static_cast<std::uint16_t>(encode(format_of(FormatId::fp16), x)); }
-
-// Device copies of MmaInputs in the layouts of flash_mma.hpp.
-struct DeviceInputs {
-  Params p{};
-  DeviceBuffers mem;
-  explicit DeviceInputs(const MmaInputs& in) {
-    const int d = in.dim, n = in.tokens, np = padded(n);
-    if (in.q_heads <= 0 || in.kv_heads <= 0 || in.q_heads % in.kv_heads != 0 || n <= 0) {
-      throw std::invalid_argument("flash_mma: heads must be positive with q_heads a multiple of kv_heads, tokens positive");
-    }
-    const std::size_t hq = in.q_heads, hkv = in.kv_heads;
-    // Q and K rows, K padded with zero keys to Np.
-    auto rows_of = [&](std::size_t heads, int rows_out, bool is_q) {
-      const std::size_t bytes = in.qk == QkType::int8 ? 1 : 2;
-      std::vector<std::uint8_t> buf(heads * rows_out * d * bytes, 0);
-      for (std::size_t h = 0; h < heads; ++h)
-        for (int i = 0; i < n; ++i)
-          for (int c = 0; c < d; ++c) {
-            const std::size_t src = (h * n + i) * d + c, dst = (h * rows_out + i) * d + c;
-            if (in.qk == QkType::int8) {
-              buf[dst] = static_cast<std::uint8_t>((is_q ? in.q_codes : in.k_codes)[src]);
-            } else {
-              const std::uint16_t b = fp16_bits((is_q ? in.q_values : in.k_values)[src]);
-              std::memcpy(&buf[2 * dst], &b, 2);
-            }
-          }
-      return buf;
-    };
-    p.q = mem.upload(rows_of(hq, n, true));
-    p.k = mem.upload(rows_of(hkv, np, false));
-    if (in.qk == QkType::int8) {
-      p.q_scales = mem.upload(in.q_scales);
-      std::vector<float> ks(hkv * np, 0.0f);
-      for (std::size_t h = 0; h < hkv; ++h)
-        for (int j = 0; j < n; ++j) ks[h * np + j] = in.k_scales[h * n + j];
-      p.k_scales = mem.upload(ks);
-    }
-    // V transposed to [Hkv][d][Np] in fp16 (e4m3 values widened: exact).
-    std::vector<std::uint16_t> vt(hkv * d * np, 0);
-    const Format e4m3 = format_of(FormatId::e4m3);
-    for (std::size_t h = 0; h < hkv; ++h)
-      for (int j = 0; j < n; ++j)
-        for (int c = 0; c < d; ++c) {
-          const float x = in.v_values[(h * n + j) * d + c];
-          if (in.pv == PvType::e4m3 && static_cast<float>(round_to(e4m3, x)) != x) {
-            throw std::invalid_argument("flash_mma: e4m3 PV needs V values that are e4m3 values");
-          }
-          vt[(h * d + c) * np + j] = fp16_bits(x);
-        }
-    p.vt = reinterpret_cast<const std::uint8_t*>(mem.upload(vt));
-    if (!in.v_scales.empty()) p.v_scales = mem.upload(in.v_scales);
-    p.hq = in.q_heads;
-    p.hkv = in.kv_heads;
-    p.n = n;
-    p.np = np;
-    p.window = in.window;
-    p.causal = in.causal;
-    p.reverse_blocks = in.causal;  // the longest causal rows start first
-    p.denominator_quantized = in.denominator_quantized;
-    p.c = in.score_factor;
-    p.p_mult = in.p_multiplier;
-  }
+// Device copies of MmaInputs in the layouts of Params (mma_host.hpp): V^T in fp16.
+struct DeviceInputs : MatrixDeviceInputs<Params> {
+  explicit DeviceInputs(const MmaInputs& in) : MatrixDeviceInputs<Params>(in, VtElement::fp16, "flash_mma") {}
 };
 
 }  // namespace
@@ -439,13 +357,7 @@ std::vector<float> flash_mma(const MmaInputs& in, const MmaTuning& tuning) {
   dev.p.out = out;
   launch<false>(in.qk, in.pv, dev.p, in.dim, tuning.warps);
   check_launch("flash_mma_kernel");
-  const std::vector<float> all = download(out, count);
-  std::vector<float> picked(static_cast<std::size_t>(in.q_heads) * in.rows.size() * in.dim);
-  for (int h = 0; h < in.q_heads; ++h)
-    for (std::size_t r = 0; r < in.rows.size(); ++r)
-      std::copy_n(&all[(static_cast<std::size_t>(h) * in.tokens + in.rows[r]) * in.dim], in.dim,
-                  &picked[(h * in.rows.size() + r) * in.dim]);
-  return picked;
+  return pick_rows(download(out, count), in.q_heads, in.tokens, in.dim, in.rows);
 }
 
 std::vector<float> flash_mma_prepared(const Problem& p, const Recipe& r, const MmaTuning& tuning) {
@@ -481,13 +393,7 @@ std::vector<float> flash_mma_prepared(const Problem& p, const Recipe& r, const M
   prm.out = out;
   launch<false>(QkType::int8, PvType::e4m3, prm, d, tuning.warps);
   check_launch("flash_mma_kernel (prepared)");
-  const std::vector<float> all = download(out, count);
-  const std::vector<int> rows = p.rows.resolve(p.q.tokens);
-  std::vector<float> picked(static_cast<std::size_t>(p.q.heads) * rows.size() * d);
-  for (int h = 0; h < p.q.heads; ++h)
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      std::copy_n(&all[(static_cast<std::size_t>(h) * p.q.tokens + rows[i]) * d], d, &picked[(h * rows.size() + i) * d]);
-  return picked;
+  return pick_rows(download(out, count), p.q.heads, p.q.tokens, d, p.rows.resolve(p.q.tokens));
 }
 
 std::vector<std::int32_t> mma_logits(const MmaInputs& in, int h) {
@@ -514,95 +420,15 @@ std::vector<std::int32_t> mma_logits(const MmaInputs& in, int h) {
   return download(logits, 16 * kBc);
 }
 
-namespace {
-
-// Random device data by a counter hash (no host transfer): int8 codes in [-127, 127], e4m3 values
-// with |value| <= 448 (no NaN), fp16 values uniform in [-2, 2), fp32 scales in [lo, hi).
-enum class Fill { int8, e4m3, fp16, scale };
-
-__device__ inline std::uint32_t hash32(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return static_cast<std::uint32_t>(x);
-}
-
-__global__ void fill_kernel(std::uint8_t* dst, long count, Fill kind, std::uint64_t seed, float lo, float hi) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < count; i += static_cast<long>(gridDim.x) * blockDim.x) {
-    const std::uint32_t r = hash32(seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(i));
-    const float u = (r >> 8) * (1.0f / 16777216.0f);
-    switch (kind) {
-      case Fill::int8: dst[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(static_cast<int>(r % 255) - 127)); break;
-      case Fill::e4m3: {  // an e4m3 value, stored widened to fp16
-        std::uint8_t b = static_cast<std::uint8_t>(r);
-        if ((b & 0x7F) == 0x7F) b &= 0xFE;  // 0x7F / 0xFF are NaN
-        reinterpret_cast<std::uint16_t*>(dst)[i] = static_cast<std::uint16_t>(widen_e4m3x2(b));
-        break;
-      }
-      case Fill::fp16: reinterpret_cast<std::uint16_t*>(dst)[i] = static_cast<std::uint16_t>(pack_f16x2(u * 4.0f - 2.0f, 0.0f)); break;
-      case Fill::scale: reinterpret_cast<float*>(dst)[i] = lo + (hi - lo) * u; break;
-    }
-  }
-}
-
-void fill(void* dst, long count, Fill kind, std::uint64_t seed, float lo = 0, float hi = 0) {
-  fill_kernel<<<1024, 256>>>(static_cast<std::uint8_t*>(dst), count, kind, seed, lo, hi);
-  check_launch("fill_kernel");
-}
-
-}  // namespace
-
 double bench_flash_mma(QkType qk, PvType pv, int batch, int q_heads, int kv_heads, int tokens, int dim, bool causal, int reps,
                        const MmaTuning& tuning) {
   DeviceBuffers mem;
   Params p{};
-  const int hq = batch * q_heads, hkv = batch * kv_heads, n = tokens, np = padded(tokens);
-  const long qk_bytes = qk == QkType::int8 ? 1 : 2, v_bytes = 2;
-  const Fill qk_fill = qk == QkType::int8 ? Fill::int8 : Fill::fp16, v_fill = pv == PvType::e4m3 ? Fill::e4m3 : Fill::fp16;
-  std::uint8_t* q = mem.alloc<std::uint8_t>(static_cast<long>(hq) * n * dim * qk_bytes);
-  std::uint8_t* k = mem.alloc<std::uint8_t>(static_cast<long>(hkv) * np * dim * qk_bytes);
-  std::uint8_t* vt = mem.alloc<std::uint8_t>(static_cast<long>(hkv) * dim * np * v_bytes);
-  fill(q, static_cast<long>(hq) * n * dim, qk_fill, 1);
-  fill(k, static_cast<long>(hkv) * np * dim, qk_fill, 2);
-  fill(vt, static_cast<long>(hkv) * dim * np, v_fill, 3);
-  p.q = q;
-  p.k = k;
-  p.vt = vt;
-  if (qk == QkType::int8) {
-    float* qs = mem.alloc<float>(static_cast<long>(hq) * n);
-    float* ks = mem.alloc<float>(static_cast<long>(hkv) * np);
-    fill(qs, static_cast<long>(hq) * n, Fill::scale, 4, 0.01f, 0.02f);  // logits of a few units, as real scores
-    fill(ks, static_cast<long>(hkv) * np, Fill::scale, 5, 0.01f, 0.02f);
-    p.q_scales = qs;
-    p.k_scales = ks;
-  }
-  float* vsc = mem.alloc<float>(static_cast<long>(hkv) * dim);
-  fill(vsc, static_cast<long>(hkv) * dim, Fill::scale, 6, 0.001f, 0.002f);
-  p.v_scales = vsc;
-  p.out = mem.alloc<float>(static_cast<long>(hq) * n * dim);
-  p.hq = hq;
-  p.hkv = hkv;
-  p.n = n;
-  p.np = np;
-  p.causal = causal;
-  p.reverse_blocks = causal;
-  p.denominator_quantized = true;
-  p.c = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))) * 1.44269504088896340736f;
-  p.p_mult = pv == PvType::e4m3 ? 448.0f : 1.0f;
-  for (int w = 0; w < 3; ++w) launch<false>(qk, pv, p, dim, tuning.warps);  // warm-up
-  check_launch("flash_mma_kernel (warm-up)");
-  std::vector<float> ms;
-  Timer timer;
-  for (int r = 0; r < reps; ++r) {
-    timer.start();
-    launch<false>(qk, pv, p, dim, tuning.warps);
-    ms.push_back(timer.stop_ms());
-  }
-  check_launch("flash_mma_kernel (bench)");
-  std::sort(ms.begin(), ms.end());
-  return ms.empty() ? 0.0 : ms[ms.size() / 2];
+  const int hq = batch * q_heads, hkv = batch * kv_heads, n = tokens;
+  const RandomMmaDevice dev = random_mma_device(mem, qk, pv, VtElement::fp16, hq, hkv, n, dim);
+  set_bench(p, dev, pv, hq, hkv, n, dim, causal);
+  return median_launch_ms(
+      reps, [&] { launch<false>(qk, pv, p, dim, tuning.warps); }, [&] { check_launch("flash_mma_kernel (warm-up)"); }, "flash_mma_kernel (bench)");
 }
 
 }  // namespace qattn::gpu

@@ -212,6 +212,24 @@ class Timer {
   Event start_{}, stop_{};
 };
 
+// Median milliseconds of `reps` launches (device events around each) after 3 warm-up launches;
+// after_warmup() checks what those did (the launch errors, a kernel missing from the build).
+template <typename Launch, typename Check>
+double median_launch_ms(int reps, const Launch& launch, const Check& after_warmup, const char* what) {
+  for (int w = 0; w < 3; ++w) launch();
+  after_warmup();
+  std::vector<float> ms;
+  Timer timer;
+  for (int r = 0; r < reps; ++r) {
+    timer.start();
+    launch();
+    ms.push_back(timer.stop_ms());
+  }
+  check_launch(what);
+  std::sort(ms.begin(), ms.end());
+  return ms.empty() ? 0.0 : ms[ms.size() / 2];
+}
+
 inline int device_count() {
   int n = 0;
 #if defined(QATTN_GPU_CUDA)

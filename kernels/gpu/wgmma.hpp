@@ -137,6 +137,10 @@ __device__ inline void wgmma_m64n8k16_f32_f16_ss(float d[4], std::uint64_t a_des
 #endif
 }
 
+// The flash family's shapes: wgmma_s8_ss<N>, wgmma_f16_ss<N>, wgmma_e4m3_rs<N>, wgmma_f16_rs<N>
+// (D of 64 x N; the A and D fragments as above, per 8-column block j: d[4 j + i]).
+#include "kernels/gpu/wgmma_shapes.inc"
+
 #endif  // __CUDACC__
 
 }  // namespace qattn::gpu

@@ -10,39 +10,17 @@
 #include "kernels/gpu/dispatch.hpp"
 #include "tests/catch.hpp"
 #include "tests/gpu/emulator_check.hpp"
+#include "tests/gpu/matrix_recipes.hpp"
 #include "tests/reference/test_helpers.hpp"
 
 using namespace qattn;
 
 namespace {
 
-// QK^T in int8 (per-token scales) or fp16; P and V in e4m3 (P x 448, V per-channel scales) or fp16.
+// The H200's mma.sync accumulation: HMMA for fp16, the e4m3 mma.sync's model for e4m3 P V.
 Recipe mma_recipe(gpu::QkType qk, gpu::PvType pv) {
-  Recipe r;
-  if (qk == gpu::QkType::int8) {
-    r.q.unit_scale = r.k.unit_scale = false;
-    r.q.spec.format = r.k.spec.format = FormatId::int8;
-    r.q.spec.granularity = r.k.spec.granularity = Granularity::token;
-    r.qk_acc.kind = Accumulator::Kind::exact;
-  } else {
-    r.q.spec.format = r.k.spec.format = FormatId::fp16;
-    r.qk_acc = h200_hmma_accumulator();
-  }
-  if (pv == gpu::PvType::e4m3) {
-    r.p.unit_scale = false;
-    r.p.spec.format = FormatId::e4m3;
-    r.p.spec.rule = ScaleRule::static_multiplier;
-    r.p.spec.multiplier = 448;
-    r.v.unit_scale = false;
-    r.v.spec.format = FormatId::e4m3;
-    r.v.spec.granularity = Granularity::channel;
-    r.pv_acc = h200_e4m3_mma_accumulator();
-  } else {
-    r.p.spec.format = r.v.spec.format = FormatId::fp16;
-    r.pv_acc = h200_hmma_accumulator();
-  }
-  r.tiles.block_k = gpu::kMmaKeyTile;
-  return r;
+  return test::matrix_recipe(qk, pv, h200_hmma_accumulator(),
+                             pv == gpu::PvType::e4m3 ? h200_e4m3_mma_accumulator() : h200_hmma_accumulator());
 }
 
 const char* name(gpu::QkType qk, gpu::PvType pv) {

@@ -1,0 +1,33 @@
+#pragma once
+// Host interface of the warpgroup flash-attention family (NVIDIA sm_90a, wgmma): one warpgroup per
+// 64 query rows, key tiles of 64, both products on Hopper's warpgroup instructions:
+//   S = Q K^T   s8 wgmma m64n64k32 (int32, exact), or fp16 m64n64k16 (fp32); Q and K from shared memory
+//   O += P V    e4m3 wgmma m64nDk32 (fp32), or fp16 m64nDk16; P from registers, V^T from shared memory
+// It takes the mma family's inputs (MmaInputs: the same recipes, the same layouts on the host side).
+// How P V's accumulators meet O is a numerics choice that the recipe's pv_acc states:
+//   per_tile: each 64-key tile's products start from zero (2 chained e4m3 instructions, or 4 fp16)
+//             and are added into O with one fp32 add, as SageAttention 2 does (pv_acc.flush_every = 2
+//             for e4m3, 4 for fp16);
+//   into_o:   the instructions accumulate straight into O, as FlashAttention-3 does (flush_every = 0).
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gpu/flash_mma.hpp"
+
+namespace qattn::gpu {
+
+enum class WgmmaPvAcc : std::uint8_t { per_tile, into_o };
+
+// Runs the kernel; returns [Hq, rows, d]. Throws std::invalid_argument on unsupported shapes, and
+// std::runtime_error on a CUDA error or when the build holds no sm_90a code.
+std::vector<float> flash_wgmma(const MmaInputs& in, WgmmaPvAcc pv_acc);
+
+// Test hook: the raw QK^T accumulators (int32, or fp32 bits) of query rows [0, 16) of head h against
+// keys [0, 64), in key order (the kernel stores keys permuted in shared memory; this undoes it): [16][64].
+std::vector<std::int32_t> wgmma_logits(const MmaInputs& in, int h);
+
+// Median milliseconds of `reps` launches on random device-resident inputs (batch folded into heads).
+double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, int batch, int q_heads, int kv_heads, int tokens, int dim,
+                         bool causal, int reps);
+
+}  // namespace qattn::gpu

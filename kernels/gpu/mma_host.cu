@@ -1,0 +1,110 @@
+// NVIDIA only (with the families it feeds): the matrix families' host-side layouts and benchmark
+// inputs (mma_host.hpp).
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/formats/codec.hpp"
+#include "kernels/gpu/bench_fill.hpp"
+#include "kernels/gpu/mma_host.hpp"
+#include "kernels/gpu/platform.hpp"
+
+namespace qattn::gpu {
+
+namespace {
+std::uint16_t fp16_bits(float x) { return static_cast<std::uint16_t>(encode(format_of(FormatId::fp16), x)); }
+}  // namespace
+
+int mma_padded_tokens(int n) { return (n + kMmaKeyTile - 1) / kMmaKeyTile * kMmaKeyTile; }
+
+void check_mma_shape(const MmaInputs& in, const char* family) {
+  if (in.q_heads <= 0 || in.kv_heads <= 0 || in.q_heads % in.kv_heads != 0 || in.tokens <= 0)
+    throw std::invalid_argument(std::string(family) + ": heads must be positive with q_heads a multiple of kv_heads, tokens positive");
+}
+
+std::vector<std::uint8_t> mma_qk_rows(const MmaInputs& in, bool is_q, int rows_out) {
+  const std::size_t heads = is_q ? in.q_heads : in.kv_heads, d = in.dim, n = in.tokens;
+  const std::size_t bytes = in.qk == QkType::int8 ? 1 : 2;
+  std::vector<std::uint8_t> buf(heads * rows_out * d * bytes, 0);
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < d; ++c) {
+        const std::size_t src = (h * n + i) * d + c, dst = (h * rows_out + i) * d + c;
+        if (in.qk == QkType::int8) {
+          buf[dst] = static_cast<std::uint8_t>((is_q ? in.q_codes : in.k_codes)[src]);
+        } else {
+          const std::uint16_t b = fp16_bits((is_q ? in.q_values : in.k_values)[src]);
+          std::memcpy(&buf[2 * dst], &b, 2);
+        }
+      }
+  return buf;
+}
+
+std::vector<float> mma_padded_k_scales(const MmaInputs& in, int np) {
+  const std::size_t hkv = in.kv_heads;
+  std::vector<float> ks(hkv * np, 0.0f);
+  for (std::size_t h = 0; h < hkv; ++h)
+    for (int j = 0; j < in.tokens; ++j) ks[h * np + j] = in.k_scales[h * in.tokens + j];
+  return ks;
+}
+
+std::vector<std::uint8_t> mma_v_transposed(const MmaInputs& in, int np, VtElement element, const char* family) {
+  const std::size_t hkv = in.kv_heads, d = in.dim, n = in.tokens, eb = element == VtElement::fp16 ? 2 : 1;
+  const Format e4m3 = format_of(FormatId::e4m3);
+  std::vector<std::uint8_t> vt(hkv * d * np * eb, 0);
+  for (std::size_t h = 0; h < hkv; ++h)
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t c = 0; c < d; ++c) {
+        const float x = in.v_values[(h * n + j) * d + c];
+        if (in.pv == PvType::e4m3 && static_cast<float>(round_to(e4m3, x)) != x)
+          throw std::invalid_argument(std::string(family) + ": e4m3 PV needs V values that are e4m3 values");
+        const std::size_t at = (h * d + c) * np + j;
+        if (element == VtElement::e4m3_code) {
+          vt[at] = static_cast<std::uint8_t>(encode(e4m3, x));
+        } else {
+          const std::uint16_t b = fp16_bits(x);
+          std::memcpy(&vt[2 * at], &b, 2);
+        }
+      }
+  return vt;
+}
+
+std::vector<float> pick_rows(const std::vector<float>& all, int heads, int tokens, int dim, const std::vector<int>& rows) {
+  std::vector<float> picked(static_cast<std::size_t>(heads) * rows.size() * dim);
+  for (int h = 0; h < heads; ++h)
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      std::copy_n(&all[(static_cast<std::size_t>(h) * tokens + rows[r]) * dim], dim, &picked[(h * rows.size() + r) * dim]);
+  return picked;
+}
+
+RandomMmaDevice random_mma_device(DeviceBuffers& mem, QkType qk, PvType pv, VtElement vt_element, int hq, int hkv, int n, int dim) {
+  RandomMmaDevice r;
+  r.np = mma_padded_tokens(n);
+  const long qk_bytes = qk == QkType::int8 ? 1 : 2, v_bytes = vt_element == VtElement::fp16 ? 2 : 1;
+  const Fill qk_fill = qk == QkType::int8 ? Fill::int8 : Fill::fp16;
+  const Fill v_fill = pv == PvType::fp16 ? Fill::fp16 : (vt_element == VtElement::e4m3_code ? Fill::e4m3_code : Fill::e4m3_as_fp16);
+  std::uint8_t* q = mem.alloc<std::uint8_t>(static_cast<long>(hq) * n * dim * qk_bytes);
+  std::uint8_t* k = mem.alloc<std::uint8_t>(static_cast<long>(hkv) * r.np * dim * qk_bytes);
+  std::uint8_t* vt = mem.alloc<std::uint8_t>(static_cast<long>(hkv) * dim * r.np * v_bytes);
+  fill_random(q, static_cast<long>(hq) * n * dim, qk_fill, 1);
+  fill_random(k, static_cast<long>(hkv) * r.np * dim, qk_fill, 2);
+  fill_random(vt, static_cast<long>(hkv) * dim * r.np, v_fill, 3);
+  r.q = q;
+  r.k = k;
+  r.vt = vt;
+  if (qk == QkType::int8) {
+    float* qs = mem.alloc<float>(static_cast<long>(hq) * n);
+    float* ks = mem.alloc<float>(static_cast<long>(hkv) * r.np);
+    fill_random(qs, static_cast<long>(hq) * n, Fill::scale, 4, 0.01f, 0.02f);  // logits of a few units, as real scores
+    fill_random(ks, static_cast<long>(hkv) * r.np, Fill::scale, 5, 0.01f, 0.02f);
+    r.q_scales = qs;
+    r.k_scales = ks;
+  }
+  float* vsc = mem.alloc<float>(static_cast<long>(hkv) * dim);
+  fill_random(vsc, static_cast<long>(hkv) * dim, Fill::scale, 6, 0.001f, 0.002f);
+  r.v_scales = vsc;
+  r.out = mem.alloc<float>(static_cast<long>(hq) * n * dim);
+  return r;
+}
+
+}  // namespace qattn::gpu

@@ -1,0 +1,98 @@
+#pragma once
+// Host-side layouts the matrix families (flash_mma, flash_wgmma) read, built from MmaInputs, and
+// the benchmarks' random device inputs in the same layouts. Both families upload these; only the
+// element type of V^T differs (fp16 values for mma.sync's HMMAs, e4m3 codes for wgmma's e4m3).
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gpu/flash_mma.hpp"
+#include "kernels/gpu/platform.hpp"  // DeviceBuffers: this header is for .cu files
+
+namespace qattn::gpu {
+
+// Keys rounded up to whole 64-key tiles.
+int mma_padded_tokens(int n);
+
+// Throws std::invalid_argument naming `family` unless heads and tokens make a problem.
+void check_mma_shape(const MmaInputs& in, const char* family);
+
+// Q ([Hq][N][d]) or K ([Hkv][rows_out][d], zero rows past N) as int8 codes or fp16 bit patterns.
+std::vector<std::uint8_t> mma_qk_rows(const MmaInputs& in, bool is_q, int rows_out);
+
+// K's per-token scales [Hkv][np], zero past N.
+std::vector<float> mma_padded_k_scales(const MmaInputs& in, int np);
+
+enum class VtElement { fp16, e4m3_code };
+
+// V transposed to [Hkv][d][np] (zero keys past N): fp16 bit patterns (e4m3 values widened, exact) or
+// e4m3 codes. e4m3 PV needs V values that are e4m3 values (std::invalid_argument naming `family`).
+std::vector<std::uint8_t> mma_v_transposed(const MmaInputs& in, int np, VtElement element, const char* family);
+
+// The rows `rows` of each head of a [heads][tokens][dim] output.
+std::vector<float> pick_rows(const std::vector<float>& all, int heads, int tokens, int dim, const std::vector<int>& rows);
+
+// Random device-resident inputs of a benchmark shape, in these layouts (bench_fill.hpp's data).
+struct RandomMmaDevice {
+  const std::uint8_t *q = nullptr, *k = nullptr, *vt = nullptr;
+  const float *q_scales = nullptr, *k_scales = nullptr, *v_scales = nullptr;  // q/k scales for int8 only
+  float* out = nullptr;
+  int np = 0;
+};
+RandomMmaDevice random_mma_device(DeviceBuffers& mem, QkType qk, PvType pv, VtElement vt, int hq, int hkv, int n, int dim);
+
+// The fields both families' Params hold under the same names: the problem's shape and softmax.
+template <typename Params>
+void set_shape(Params& p, int hq, int hkv, int n, int np, bool causal, int window, bool denominator_quantized, float c, float p_mult) {
+  p.hq = hq;
+  p.hkv = hkv;
+  p.n = n;
+  p.np = np;
+  p.window = window;
+  p.causal = causal;
+  p.reverse_blocks = causal;  // the longest causal rows start first
+  p.denominator_quantized = denominator_quantized;
+  p.c = c;
+  p.p_mult = p_mult;
+}
+
+template <typename Params>
+void set_shape(Params& p, const MmaInputs& in, int np) {
+  set_shape(p, in.q_heads, in.kv_heads, in.tokens, np, in.causal, in.window, in.denominator_quantized, in.score_factor, in.p_multiplier);
+}
+
+// A benchmark's Params: random inputs of one shape, softmax scale 1/sqrt(d), P x 448 for e4m3.
+template <typename Params>
+void set_bench(Params& p, const RandomMmaDevice& d, PvType pv, int hq, int hkv, int n, int dim, bool causal) {
+  p.q = d.q;
+  p.k = d.k;
+  p.vt = d.vt;
+  p.q_scales = d.q_scales;
+  p.k_scales = d.k_scales;
+  p.v_scales = d.v_scales;
+  p.out = d.out;
+  const float c = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))) * 1.44269504088896340736f;  // scale * log2(e)
+  set_shape(p, hq, hkv, n, d.np, causal, 0, true, c, pv == PvType::e4m3 ? 448.0f : 1.0f);
+}
+
+// Device copies of MmaInputs in these layouts, in a family's Params (V^T as `vt`).
+template <typename Params>
+struct MatrixDeviceInputs {
+  Params p{};
+  DeviceBuffers mem;
+  MatrixDeviceInputs(const MmaInputs& in, VtElement vt, const char* family) {
+    check_mma_shape(in, family);
+    const int n = in.tokens, np = mma_padded_tokens(n);
+    p.q = mem.upload(mma_qk_rows(in, true, n));
+    p.k = mem.upload(mma_qk_rows(in, false, np));
+    if (in.qk == QkType::int8) {
+      p.q_scales = mem.upload(in.q_scales);
+      p.k_scales = mem.upload(mma_padded_k_scales(in, np));
+    }
+    p.vt = mem.upload(mma_v_transposed(in, np, vt, family));
+    if (!in.v_scales.empty()) p.v_scales = mem.upload(in.v_scales);
+    set_shape(p, in, np);
+  }
+};
+
+}  // namespace qattn::gpu

@@ -1,0 +1,107 @@
+// The wgmma flash family against the emulator (labelled gpu; run on the H200 machine, sm_90a).
+// Random inputs are fresh each run (the seed is printed); the shipped real dump is used too. The
+// recipes name the wgmma accumulator presets (kernels/numerics/accumulator.hpp), with the flush
+// that states how P V's tiles meet O (flash_wgmma.hpp).
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "harness/io/dataset_file.hpp"
+#include "kernels/emulate/emulator.hpp"
+#include "kernels/gpu/dispatch.hpp"
+#include "kernels/gpu/flash_wgmma.hpp"
+#include "kernels/numerics/accumulator.hpp"
+#include "tests/catch.hpp"
+#include "tests/gpu/emulator_check.hpp"
+#include "tests/gpu/matrix_recipes.hpp"
+#include "tests/reference/test_helpers.hpp"
+
+using namespace qattn;
+
+namespace {
+
+// The wgmma presets; flush_every states how P V's tiles meet O (per tile: one flush per 64 keys).
+Recipe wgmma_recipe(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc) {
+  Accumulator pv_acc = pv == gpu::PvType::e4m3 ? h200_e4m3_wgmma_accumulator() : h200_wgmma_f16_f32_accumulator();
+  pv_acc.flush_every = acc == gpu::WgmmaPvAcc::per_tile ? gpu::kMmaKeyTile / pv_acc.chunk : 0;
+  return test::matrix_recipe(qk, pv, h200_wgmma_f16_f32_accumulator(), pv_acc);
+}
+
+std::string name(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc) {
+  std::string s = qk == gpu::QkType::int8 ? "int8 QK" : "fp16 QK";
+  s += pv == gpu::PvType::e4m3 ? " + e4m3 PV" : " + fp16 PV";
+  return s + (acc == gpu::WgmmaPvAcc::per_tile ? " (per tile)" : " (into O)");
+}
+
+void check(const Problem& p, gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc, const std::string& what) {
+  const Recipe r = wgmma_recipe(qk, pv, acc);
+  test::check_against_emulator(p, r, gpu::flash_wgmma(gpu::make_mma_inputs(p, r), acc), (name(qk, pv, acc) + " " + what).c_str());
+}
+
+}  // namespace
+
+TEST_CASE("wgmma kernel: int8 logits equal the emulator's bit for bit, keys in order", "[gpu][wgmma]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16})  // e4m3 P stores keys permuted: undone here
+    for (int d : {64, 128, 256}) {
+      Problem p = test::random_problem(4, 2, 100, d, seed + d);
+      for (float& x : p.q.data) x *= 3.0f;
+      const Recipe r = wgmma_recipe(gpu::QkType::int8, pv, gpu::WgmmaPvAcc::per_tile);
+      const gpu::MmaInputs in = gpu::make_mma_inputs(p, r);
+      for (int h = 0; h < 4; ++h) {
+        const std::vector<std::int32_t> got = gpu::wgmma_logits(in, h);
+        for (int i = 0; i < 16; ++i)
+          for (int j = 0; j < gpu::kMmaKeyTile; ++j) {
+            INFO("d " << d << " head " << h << " row " << i << " key " << j);
+            REQUIRE(got[i * gpu::kMmaKeyTile + j] == integer_logits(p, r, h, i, j)[0]);
+          }
+      }
+    }
+}
+
+TEST_CASE("wgmma kernel vs emulator: every QK/PV pair, both accumulations, head dims, ragged N, causal, window, GQA",
+          "[gpu][wgmma]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  for (gpu::QkType qk : {gpu::QkType::int8, gpu::QkType::fp16})
+    for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16})
+      for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
+        for (int d : {64, 128, 256}) {
+          Problem p = test::random_problem(4, 2, 1000, d, seed + d);  // 1000: not a multiple of the tiles
+          for (float& x : p.q.data) x *= 2.0f;
+          p.causal = true;
+          check(p, qk, pv, acc, "d=" + std::to_string(d) + " causal");
+          p.causal = false;
+          p.window = 200;
+          p.rows = RowSelection::sample_of(300, seed);
+          check(p, qk, pv, acc, "d=" + std::to_string(d) + " window 200");
+        }
+}
+
+TEST_CASE("wgmma kernel vs emulator on the shipped real dump", "[gpu][wgmma]") {
+  const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
+  SliceRequest req;
+  req.tokens = 2048;
+  for (const char* layer : {"0", "15", "29"}) {
+    const LayerSlice s = load_layer(info, layer, req);
+    for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
+      check(s.problem, gpu::QkType::int8, gpu::PvType::e4m3, acc, std::string("layer ") + layer);
+    check(s.problem, gpu::QkType::fp16, gpu::PvType::fp16, gpu::WgmmaPvAcc::per_tile, std::string("layer ") + layer);
+  }
+}
+
+TEST_CASE("wgmma kernel: per-tile and into-O accumulation agree bit for bit on one key tile", "[gpu][wgmma]") {
+  // With a single 64-key tile, O starts at zero either way: the per-tile sum added into O = 0 is that
+  // sum (0 + x is exact), and the chained instructions see the same operands from the same zero.
+  Problem p = test::random_problem(4, 2, 60, 128, 17);
+  for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16}) {
+    const gpu::MmaInputs in = gpu::make_mma_inputs(p, wgmma_recipe(gpu::QkType::int8, pv, gpu::WgmmaPvAcc::per_tile));
+    CHECK(gpu::flash_wgmma(in, gpu::WgmmaPvAcc::per_tile) == gpu::flash_wgmma(in, gpu::WgmmaPvAcc::into_o));
+  }
+  p = test::random_problem(4, 2, 700, 128, 17);  // and a real causal problem, for the sanitizers
+  p.causal = true;
+  const gpu::MmaInputs in = gpu::make_mma_inputs(p, wgmma_recipe(gpu::QkType::int8, gpu::PvType::e4m3, gpu::WgmmaPvAcc::per_tile));
+  for (float x : gpu::flash_wgmma(in, gpu::WgmmaPvAcc::per_tile)) REQUIRE(std::isfinite(x));
+}
