@@ -272,6 +272,11 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1) flash_wgmma_kernel(Param
         }
 #pragma unroll
       for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
+      // P's packing is ordinary (non-volatile) code: keep it above the wgmma.fence that must follow it.
+#pragma unroll
+      for (int st = 0; st < kPvSteps; ++st)
+#pragma unroll
+        for (int w = 0; w < 4; ++w) wgmma_fence_operand(pa[st][w]);
 
       // O = alpha O + P V.
 #pragma unroll

@@ -82,6 +82,7 @@ __device__ inline void wgmma_wait_group() {
 // instruction that owns it.
 __device__ inline void wgmma_fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 __device__ inline void wgmma_fence_operand(std::int32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+__device__ inline void wgmma_fence_operand(std::uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }  // A fragments
 
 // D(64x8, fp32) = A(64x32 e4m3) B(32x8 e4m3) + D, A and B from shared memory. Each thread of the
 // warpgroup holds d[i] at row 16 warp + lane/4 + 8 (i/2), column 2 (lane%4) + i%2.
