@@ -57,6 +57,23 @@ def make_sets(b, h, n, d, sets, device, gen):
             for _ in range(sets)]
 
 
+def median_ms(call, sets, warmup, reps):
+    """Median milliseconds of `reps` launches (CUDA events around each), after `warmup` launches;
+    call(q, k, v) returns the launch as a function of no arguments, so that what it prepares (a
+    copy of an input) stays outside the timed region."""
+    for i in range(warmup):
+        call(*sets[i % len(sets)])()
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for i, (start, stop) in enumerate(events):
+        launch = call(*sets[i % len(sets)])
+        start.record()
+        launch()
+        stop.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(t) for s, t in events)
+
+
 def run_peer(inputs, causal, warmup, reps):
     """SageAttention 1's median milliseconds, as run_backend; inputs are cast to fp16 (its kernels'
     operand type), K copied per launch outside the timed region (sageattn smooths K in place)."""
@@ -64,45 +81,28 @@ def run_peer(inputs, causal, warmup, reps):
     if fn is None:
         return None, reason
     sets = [tuple(t.to(torch.float16) for t in s) for s in inputs]
+
+    def call(q, k, v):
+        kc = k.clone()
+        return lambda: fn(q, kc, v, tensor_layout="HND", is_causal=causal)
+
     try:
-        for i in range(warmup):
-            q, k, v = sets[i % len(sets)]
-            fn(q, k.clone(), v, tensor_layout="HND", is_causal=causal)
-        torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-        for i, (start, stop) in enumerate(events):
-            q, k, v = sets[i % len(sets)]
-            kc = k.clone()
-            start.record()
-            fn(q, kc, v, tensor_layout="HND", is_causal=causal)
-            stop.record()
-        torch.cuda.synchronize()
+        return median_ms(call, sets, warmup, reps), None
     except (RuntimeError, AssertionError, ValueError) as e:
         return None, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return statistics.median(s.elapsed_time(t) for s, t in events), None
 
 
 def run_backend(backend, inputs, causal, warmup, reps):
-    """Median milliseconds of `reps` launches (CUDA events around each), after `warmup` launches."""
+    """SDPA's median milliseconds on one backend (median_ms), or None and the reason it cannot run."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             with sdpa_kernel(BACKENDS[backend]):
-                for i in range(warmup):
-                    q, k, v = inputs[i % len(inputs)]
-                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                torch.cuda.synchronize()
-                events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-                for i, (start, stop) in enumerate(events):
-                    q, k, v = inputs[i % len(inputs)]
-                    start.record()
-                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                    stop.record()
-                torch.cuda.synchronize()
+                return median_ms(lambda q, k, v: lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                 inputs, warmup, reps), None
         except RuntimeError as e:
             reasons = [str(w.message) for w in caught]
             return None, " | ".join([str(e).strip().splitlines()[0]] + reasons)
-    return statistics.median(s.elapsed_time(t) for s, t in events), None
 
 
 def dry_run(args, shapes):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes kernels/gpu/wgmma_shapes.inc: the wgmma instruction shapes the flash family issues, one
+"""Writes kernels/gpu/wgmma_shapes.inc: the wgmma instruction shapes the lab issues, one
 inline-asm wrapper each (PTX needs every accumulator register named in the instruction text, up to
 128 of them, which no preprocessor loop can spell). Rerun after changing SHAPES:
 
@@ -8,10 +8,12 @@ inline-asm wrapper each (PTX needs every accumulator register named in the instr
 from pathlib import Path
 
 # (function, PTX type suffix, accumulator C type, constraint, N values, A from registers, K per instruction)
+# N = 8: the accumulator probes (wgmma_probe.cu); the others: the flash family (flash_wgmma.cu).
 SHAPES = [
-    ("wgmma_s8_ss", "s32.s8.s8", "std::int32_t", "r", (64,), False, 32),
-    ("wgmma_f16_ss", "f32.f16.f16", "float", "f", (64,), False, 16),
-    ("wgmma_e4m3_rs", "f32.e4m3.e4m3", "float", "f", (64, 128, 256), True, 32),
+    ("wgmma_s8_ss", "s32.s8.s8", "std::int32_t", "r", (8, 64), False, 32),
+    ("wgmma_f16_ss", "f32.f16.f16", "float", "f", (8, 64), False, 16),
+    ("wgmma_e4m3_ss", "f32.e4m3.e4m3", "float", "f", (8,), False, 32),
+    ("wgmma_e4m3_rs", "f32.e4m3.e4m3", "float", "f", (8, 64, 128, 256), True, 32),
     ("wgmma_f16_rs", "f32.f16.f16", "float", "f", (64, 128, 256), True, 16),
 ]
 

@@ -281,40 +281,31 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1) flash_wgmma_kernel(Param
       // O = alpha O + P V.
 #pragma unroll
       for (int x = 0; x < D / 2; ++x) o[x] *= alpha[(x % 4) / 2];
+      // acc += P V: kPvSteps chained instructions into acc (the tile's own sum, or O itself).
+      const auto pv_into = [&](float (&acc)[D / 2]) {
+#pragma unroll
+        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
+        wgmma_fence();
+#pragma unroll
+        for (int st = 0; st < kPvSteps; ++st) {
+          const std::uint64_t db = tile_descriptor(sv, G::kVRow, st);
+          if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
+          else wgmma_f16_rs<D>(acc, pa[st], db);
+        }
+        wgmma_commit_group();
+        wgmma_wait_group<0>();
+#pragma unroll
+        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
+      };
       if constexpr (PER_TILE) {
         float tile[D / 2];
 #pragma unroll
         for (int x = 0; x < D / 2; ++x) tile[x] = 0.0f;
+        pv_into(tile);
 #pragma unroll
-        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(tile[x]);
-        wgmma_fence();
-#pragma unroll
-        for (int st = 0; st < kPvSteps; ++st) {
-          const std::uint64_t db = tile_descriptor(sv, G::kVRow, st);
-          if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(tile, pa[st], db);
-          else wgmma_f16_rs<D>(tile, pa[st], db);
-        }
-        wgmma_commit_group();
-        wgmma_wait_group<0>();
-#pragma unroll
-        for (int x = 0; x < D / 2; ++x) {
-          wgmma_fence_operand(tile[x]);
-          o[x] += tile[x];  // one fp32 add per tile (nearest even)
-        }
+        for (int x = 0; x < D / 2; ++x) o[x] += tile[x];  // one fp32 add per tile (nearest even)
       } else {
-#pragma unroll
-        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(o[x]);
-        wgmma_fence();
-#pragma unroll
-        for (int st = 0; st < kPvSteps; ++st) {
-          const std::uint64_t db = tile_descriptor(sv, G::kVRow, st);
-          if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(o, pa[st], db);
-          else wgmma_f16_rs<D>(o, pa[st], db);
-        }
-        wgmma_commit_group();
-        wgmma_wait_group<0>();
-#pragma unroll
-        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(o[x]);
+        pv_into(o);
       }
       __syncthreads();  // the next iteration's prefetch overwrites this stage
     }

@@ -76,70 +76,18 @@ __device__ inline void wgmma_wait_group() {
 #endif
 }
 
-// scale-d (the predicate p below) is true in every wrapper: D = A B + D.
-
 // Keeps the compiler from moving accesses of an accumulator register across the asynchronous
 // instruction that owns it.
 __device__ inline void wgmma_fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 __device__ inline void wgmma_fence_operand(std::int32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 __device__ inline void wgmma_fence_operand(std::uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }  // A fragments
 
-// D(64x8, fp32) = A(64x32 e4m3) B(32x8 e4m3) + D, A and B from shared memory. Each thread of the
-// warpgroup holds d[i] at row 16 warp + lane/4 + 8 (i/2), column 2 (lane%4) + i%2.
-__device__ inline void wgmma_m64n8k32_f32_e4m3_ss(float d[4], std::uint64_t a_desc, std::uint64_t b_desc) {
-#if defined(QATTN_WGMMA)
-  asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
-               "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, %4, %5, p, 1, 1;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "l"(a_desc), "l"(b_desc));
-#else
-  (void)d, (void)a_desc, (void)b_desc;
-  __trap();
-#endif
-}
-
-// As above with A from registers: each warp holds its 16 rows as mma.sync.m16n8k32 does (the
-// fragment maps of mma_probe.hpp, rows offset by 16 warp).
-__device__ inline void wgmma_m64n8k32_f32_e4m3_rs(float d[4], const std::uint32_t a[4], std::uint64_t b_desc) {
-#if defined(QATTN_WGMMA)
-  asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
-               "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
-#else
-  (void)d, (void)a, (void)b_desc;
-  __trap();
-#endif
-}
-
-// D(64x8, int32) = A(64x32 s8) B(32x8 s8) + D from shared memory (no saturation: the PTX default).
-__device__ inline void wgmma_m64n8k32_s32_s8_ss(std::int32_t d[4], std::uint64_t a_desc, std::uint64_t b_desc) {
-#if defined(QATTN_WGMMA)
-  asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
-               "wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8 {%0,%1,%2,%3}, %4, %5, p;\n}\n"
-               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-               : "l"(a_desc), "l"(b_desc));
-#else
-  (void)d, (void)a_desc, (void)b_desc;
-  __trap();
-#endif
-}
-
-// D(64x8, fp32) = A(64x16 fp16) B(16x8 fp16) + D from shared memory, both K-major (no transpose).
-__device__ inline void wgmma_m64n8k16_f32_f16_ss(float d[4], std::uint64_t a_desc, std::uint64_t b_desc) {
-#if defined(QATTN_WGMMA)
-  asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
-               "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "l"(a_desc), "l"(b_desc));
-#else
-  (void)d, (void)a_desc, (void)b_desc;
-  __trap();
-#endif
-}
-
-// The flash family's shapes: wgmma_s8_ss<N>, wgmma_f16_ss<N>, wgmma_e4m3_rs<N>, wgmma_f16_rs<N>
-// (D of 64 x N; the A and D fragments as above, per 8-column block j: d[4 j + i]).
+// The instruction shapes: wgmma_s8_ss<N>, wgmma_f16_ss<N>, wgmma_e4m3_ss<N>, wgmma_e4m3_rs<N>,
+// wgmma_f16_rs<N>: D (64 x N) += A B with A from shared memory (_ss) or registers (_rs), B K-major
+// in shared memory; scale-d true. D fragment: each thread holds, per 8-column block j, d[4 j + i]
+// at row 16 warp + lane/4 + 8 (i/2), column 8 j + 2 (lane%4) + i%2. A in registers: each warp
+// holds its 16 rows as mma.sync does (8-bit k32: mma_probe.hpp's maps; 16-bit k16: word r is row
+// lane/4 + 8 (r%2), k 2 (lane%4) + 8 (r/2) and the next). s8: no saturation (wraps).
 #include "kernels/gpu/wgmma_shapes.inc"
 
 #endif  // __CUDACC__

@@ -65,10 +65,10 @@ __global__ void __launch_bounds__(kWarpgroupThreads) wgmma_probe_kernel(const st
           ar[r] |= static_cast<std::uint32_t>(ac[mma_a_row(lane, r) * kRowBytes + mma_a_col(lane, r, j)]) << (8 * j);
     for (auto& x : acc) wgmma_fence_operand(x);
     wgmma_fence();
-    if constexpr (op == Op::e4m3_ss) wgmma_m64n8k32_f32_e4m3_ss(acc, da, db);
-    else if constexpr (op == Op::e4m3_rs) wgmma_m64n8k32_f32_e4m3_rs(acc, ar, db);
-    else if constexpr (op == Op::s8_ss) wgmma_m64n8k32_s32_s8_ss(acc, da, db);
-    else wgmma_m64n8k16_f32_f16_ss(acc, da, db);
+    if constexpr (op == Op::e4m3_ss) wgmma_e4m3_ss<kCols>(acc, da, db);
+    else if constexpr (op == Op::e4m3_rs) wgmma_e4m3_rs<kCols>(acc, ar, db);
+    else if constexpr (op == Op::s8_ss) wgmma_s8_ss<kCols>(acc, da, db);
+    else wgmma_f16_ss<kCols>(acc, da, db);
     wgmma_commit_group();
     wgmma_wait_group<0>();
     for (auto& x : acc) wgmma_fence_operand(x);
