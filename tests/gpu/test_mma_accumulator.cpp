@@ -391,6 +391,17 @@ SearchResult search(const std::vector<Cand>& cands, const std::vector<Dot>& dots
   return res;
 }
 
+// The order the search visits the dots in: shuffled, then those the GPU did not sum exactly first
+// (they tell models apart, so wrong candidates drop out fast).
+std::vector<std::size_t> search_order(const std::vector<Dot>& dots, std::mt19937_64& gen) {
+  std::vector<std::size_t> order(dots.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), gen);
+  std::stable_partition(order.begin(), order.end(),
+                        [&](std::size_t i) { return static_cast<double>(dots[i].gpu) != exact_dot(dots[i]); });
+  return order;
+}
+
 template <class Cand, class Eval>
 long count_all(const std::vector<Dot>& dots, const Cand& c, Eval eval) {
   long m = 0;
@@ -842,12 +853,7 @@ void measure_e4m3(const Instrument& ins) {
               n_cases, dots.size(), gpu_s, non_finite, inexact);
   REQUIRE(non_finite == 0);
 
-  std::vector<std::size_t> shuffled(dots.size());
-  for (std::size_t i = 0; i < shuffled.size(); ++i) shuffled[i] = i;
-  std::shuffle(shuffled.begin(), shuffled.end(), gen);
-  // Dots the GPU did not sum exactly first: they tell models apart, so wrong candidates drop out fast.
-  std::stable_partition(shuffled.begin(), shuffled.end(),
-                        [&](std::size_t i) { return static_cast<double>(dots[i].gpu) != exact_dot(dots[i]); });
+  const std::vector<std::size_t> shuffled = search_order(dots, gen);
 
   const std::vector<ECand> eg = e_grid();
   const std::vector<VCand> vg = v_grid();
@@ -1052,11 +1058,7 @@ TEST_CASE("fp16 wgmma accumulator: random dots, model search", "[gpu][wgmma-accu
   std::printf("random: %d cases (%zu dots); %ld outputs not finite; %ld differ from the exact real sum\n", n_cases, dots.size(),
               non_finite, inexact);
   REQUIRE(non_finite == 0);
-  std::vector<std::size_t> shuffled(dots.size());
-  for (std::size_t i = 0; i < shuffled.size(); ++i) shuffled[i] = i;
-  std::shuffle(shuffled.begin(), shuffled.end(), gen);
-  std::stable_partition(shuffled.begin(), shuffled.end(),
-                        [&](std::size_t i) { return static_cast<double>(dots[i].gpu) != exact_dot(dots[i]); });
+  const std::vector<std::size_t> shuffled = search_order(dots, gen);
   const std::vector<ECand> eg = e_grid();
   const std::vector<VCand> vg = v_grid();
   const auto e_eval = [](const Dot& t, const ECand& x) { return eval_e(t, x); };
