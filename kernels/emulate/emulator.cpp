@@ -43,10 +43,13 @@ struct Operand {
   std::vector<float> scales;       // integer formats: one per (h, n, group) (expanded); valid for
                                    // tensor/head/token/block/group granularities (QK^T and QFlash use those)
   int groups = 1;                  // scale groups along d
-  TensorF values;                  // decode(code) * scale (both kinds)
+  TensorF values;                  // decode(code) * scale (both kinds); decode(code) alone with column_scales
+  std::vector<float> column_scales;  // [H][d] when the scale is applied after the matmul (scale_after)
 };
 
-Operand prepare(const TensorF& x, const OperandQuant& oq) {
+// scale_after (v_scaled_after_pv): a float operand whose scale is constant along the tokens keeps its
+// codes' values (column_scales holds the scale of each (head, channel)), as a kernel feeds an MMA.
+Operand prepare(const TensorF& x, const OperandQuant& oq, bool scale_after = false) {
   Operand o;
   const Format f = format_of(oq.spec.format);
   if (oq.unit_scale) {
@@ -67,6 +70,14 @@ Operand prepare(const TensorF& x, const OperandQuant& oq) {
         for (int g = 0; g < o.groups; ++g)
           o.scales[(static_cast<std::size_t>(h) * x.tokens + n) * o.groups + g] = qt.scales[qt.scale_index(h, n, g * gsize)];
     o.values = dequantize(qt);  // an integer V in a float-softmax recipe multiplies P as values
+    return o;
+  }
+  if (scale_after) {
+    o.values = TensorF(x.heads, x.tokens, x.dim);
+    for (std::size_t i = 0; i < qt.codes.size(); ++i) o.values.data[i] = static_cast<float>(decode(f, qt.codes[i]));
+    o.column_scales.resize(static_cast<std::size_t>(x.heads) * x.dim);
+    for (int h = 0; h < x.heads; ++h)
+      for (int c = 0; c < x.dim; ++c) o.column_scales[static_cast<std::size_t>(h) * x.dim + c] = qt.scales[qt.scale_index(h, 0, c)];
     return o;
   }
   o.values = dequantize(qt);
@@ -111,9 +122,9 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
   }
   TensorF v = p.v;
   if (r.v_smoothing) pr.v_means = smooth_v(v);  // added back as mean * sum(P) / l
-  const auto named = [](const char* name, const TensorF& x, const OperandQuant& oq) {
+  const auto named = [](const char* name, const TensorF& x, const OperandQuant& oq, bool scale_after = false) {
     try {
-      return prepare(x, oq);
+      return prepare(x, oq, scale_after);
     } catch (const NumericFailure& f) {
       throw NumericFailure(std::string("recipe field '") + name + ".scale': " + f.what());
     } catch (const std::invalid_argument& e) {  // a spec that does not fit this input (a group that does not divide d)
@@ -122,7 +133,7 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
   };
   pr.q = named("q", q, r.q);
   pr.k = named("k", k, r.k);
-  pr.v = named("v", v, r.v);
+  pr.v = named("v", v, r.v, v_scaled_after_pv(r));
   if (r.pv_acc.kind == Accumulator::Kind::exact) pr.v_f64.assign(pr.v.values.data.begin(), pr.v.values.data.end());
   return pr;
 }
@@ -470,6 +481,10 @@ class RowEmulator {
       for (int cc = 0; cc < d; ++cc) out.o[cc] += f[k] * sp.o[cc];
     }
     const float denom = r_.denominator == Denominator::quantized_p ? L : L * p_mult_;
+    if (!pr_.v.column_scales.empty()) {  // (O x scale) / l, the kernels' order
+      const float* vs = &pr_.v.column_scales[static_cast<std::size_t>(kh) * d];
+      for (int cc = 0; cc < d; ++cc) out.o[cc] *= vs[cc];
+    }
     if (r_.v_smoothing) {
       const float* mu = &pr_.v_means[static_cast<std::size_t>(kh) * d];
       for (int cc = 0; cc < d; ++cc) out.o[cc] += mu[cc] * LP;  // mean * sum(P), in the same scaled domain
@@ -706,6 +721,21 @@ std::vector<int> integer_logits(const Problem& p, const Recipe& r, int h, int i,
     out[gi] = int_dot(&pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d + gi * gs],
                       &pr.k.codes[(static_cast<std::size_t>(kh) * p.k.tokens + j) * d + gi * gs], gs);
   }
+  return out;
+}
+
+std::vector<int> integer_logit_block(const Problem& p, const Recipe& r, int h, int rows, int keys) {
+  validate(r);
+  if (format_of(r.q.spec.format).kind != Kind::integer) throw std::invalid_argument("integer_logit_block: the recipe's QK^T is not integer");
+  if (rows < 0 || rows > p.q.tokens || keys < 0 || keys > p.k.tokens) throw std::invalid_argument("integer_logit_block: rows or keys outside [0, N]");
+  const Prepared pr = prepare_all(p, r);
+  if (pr.q.groups != 1) throw std::invalid_argument("integer_logit_block: the recipe scales Q in groups; use integer_logits");
+  const int d = p.q.dim, kh = h / p.group();
+  std::vector<int> out(static_cast<std::size_t>(rows) * keys);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < keys; ++j)
+      out[static_cast<std::size_t>(i) * keys + j] = int_dot(&pr.q.codes[(static_cast<std::size_t>(h) * p.q.tokens + i) * d],
+                                                            &pr.k.codes[(static_cast<std::size_t>(kh) * p.k.tokens + j) * d], d);
   return out;
 }
 

@@ -32,6 +32,9 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
 // codes (after smoothing and rotation), per group when the recipe uses group scales. A test hook
 // for bit-exact comparisons. Returns [groups] int32 values for query i of head h against key j.
 std::vector<int> integer_logits(const Problem& p, const Recipe& r, int h, int i, int j);
+// The same for queries [0, rows) of head h against keys [0, keys), prepared once: [rows][keys].
+// The recipe must use one scale group over the head dim (tensor, head or token scales).
+std::vector<int> integer_logit_block(const Problem& p, const Recipe& r, int h, int rows, int keys);
 
 // Raw scores (before the softmax scale) of a float recipe's query i of head h against keys
 // j0 .. j0 + count - 1, formed as the emulator forms a fully visible key tile (several keys at once

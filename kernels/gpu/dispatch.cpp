@@ -136,7 +136,17 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   }
   TensorF v = p.v;
   if (r.v_smoothing) in.v_means = smooth_v(v);  // on the host, as V's quantization here
-  in.v = operand_values(v, r.v);
+  if (v_scaled_after_pv(r)) {  // V's codes' values; the scale multiplies O at the end
+    const QuantizedTensor vq = quantize(v, r.v.spec);
+    const Format vf = format_of(r.v.spec.format);
+    in.v.resize(vq.codes.size());
+    for (std::size_t i = 0; i < vq.codes.size(); ++i) in.v[i] = static_cast<float>(decode(vf, vq.codes[i]));
+    in.v_column_scales.resize(static_cast<std::size_t>(v.heads) * v.dim);
+    for (int h = 0; h < v.heads; ++h)
+      for (int c = 0; c < v.dim; ++c) in.v_column_scales[static_cast<std::size_t>(h) * v.dim + c] = vq.scales[vq.scale_index(h, 0, c)];
+  } else {
+    in.v = operand_values(v, r.v);
+  }
   in.rows = p.rows.resolve(p.q.tokens);
   in.causal = p.causal;
   in.window = p.window;
@@ -176,28 +186,53 @@ bool same_accumulator(const Accumulator& a, const Accumulator& b) {
 
 }  // namespace
 
-std::string mma_not_covered(const Problem& p, const Recipe& r) {
-#if !defined(QATTN_WITH_CUDA)
-  (void)p;
-  (void)r;
-  return "the mma family is built only for CUDA";
-#else
+#if defined(QATTN_WITH_CUDA)
+namespace {
+
+// The two matrix-unit families take the same operands; they differ in the P V accumulation they
+// run (what the instruction's accumulator does, measured) and in what else they implement.
+struct MatrixFamily {
+  const char* kernel;                        // for the messages
+  bool (*e4m3_pv)(const Accumulator&);       // an e4m3 P V accumulation this family runs
+  bool (*fp16_pv)(const Accumulator&);       // and an fp16 one
+  const char* e4m3_need;                     // what to write instead
+  const char* fp16_need;
+  bool prepares;                             // rotation and K smoothing (its preparation kernels)
+};
+
+const MatrixFamily kMmaFamily{
+    "the mma kernel", [](const Accumulator& a) { return same_accumulator(a, h200_e4m3_mma_accumulator()); },
+    [](const Accumulator& a) { return same_accumulator(a, h200_hmma_accumulator()); },
+    "PV in e4m3 accumulates as the H200's mma.sync does: pv_acc must be h200_e4m3_mma",
+    "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma", true};
+
+const MatrixFamily kWgmmaFamily{
+    "the wgmma kernel",
+    [](const Accumulator& a) {
+      return same_accumulator(a, h200_e4m3_wgmma_accumulator()) || same_accumulator(a, h200_e4m3_wgmma_tile_accumulator());
+    },
+    [](const Accumulator& a) { return same_accumulator(a, h200_hmma_tile_accumulator()); },
+    "PV in e4m3 accumulates as the H200's wgmma does: pv_acc must be h200_e4m3_wgmma (into O) or h200_e4m3_wgmma_tile (per 64-key tile)",
+    "PV in fp16 per 64-key tile: pv_acc must be h200_hmma_tile (h200_hmma, straight into O, runs in flash_mma)", false};
+
+std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFamily& f) {
+  const std::string k = f.kernel;
   const bool qk_int8 = int8_token_scaled(r.q) && int8_token_scaled(r.k);
   const bool qk_fp16 = fp16_exact(r.q) && fp16_exact(r.k);
   if (!qk_int8 && !qk_fp16) {
-    return "QK^T: the mma kernel takes int8 Q and K with tensor, head or token fp32 scales, or Q and K rounded (no scale) to fp16, "
+    return "QK^T: " + k + " takes int8 Q and K with tensor, head or token fp32 scales, or Q and K rounded (no scale) to fp16, "
            "e4m3 or e5m2";
   }
   if (qk_int8 && r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T in int8 accumulates exactly (int32)";
   if (qk_fp16 && !same_accumulator(r.qk_acc, h200_hmma_accumulator())) {
     return "QK^T in fp16 accumulates as the H200's HMMA does: qk_acc must be h200_hmma";
   }
-  if (r.q_smoothing || r.v_smoothing) return "the mma kernel has no Q or V smoothing (the dot4 family has)";
-  if (r.k_smoothing == KSmoothing::block_mean_corrected) return "the mma kernel has no q . mu_b correction of block means (the dot4 family has)";
+  if (r.q_smoothing || r.v_smoothing) return k + " has no Q or V smoothing (the dot4 family has)";
+  if (r.k_smoothing == KSmoothing::block_mean_corrected) return k + " has no q . mu_b correction of block means (the dot4 family has)";
   if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes run in flash_integer";
-  if (r.split_k != 1 || r.lazy_rescale_tau != 0) return "split-K and lazy rescale have no mma kernel";
-  if (r.tiles.block_k != kMmaKeyTile) return "the mma kernel's key tile is 64 (tiles.block_k)";
-  if (p.q.dim != 64 && p.q.dim != 128 && p.q.dim != 256) return "the mma kernel takes head dims 64, 128 and 256";
+  if (r.split_k != 1 || r.lazy_rescale_tau != 0) return "split-K and lazy rescale have no matrix-unit kernel";
+  if (r.tiles.block_k != kMmaKeyTile) return k + "'s key tile is 64 (tiles.block_k)";
+  if (p.q.dim != 64 && p.q.dim != 128 && p.q.dim != 256) return k + " takes head dims 64, 128 and 256";
   const bool p_e4m3 = !r.p.unit_scale && r.p.spec.format == FormatId::e4m3 && r.p.spec.rule == ScaleRule::static_multiplier;
   const Granularity vg = r.v.spec.granularity;
   const bool v_e4m3 = rounded_to(r.v, FormatId::e4m3) ||
@@ -205,24 +240,47 @@ std::string mma_not_covered(const Problem& p, const Recipe& r) {
                        (vg == Granularity::tensor || vg == Granularity::head || vg == Granularity::channel) &&
                        r.v.spec.scale_format == FormatId::fp32);
   const bool prepared = needs_preparation(r);
+  if (prepared && !f.prepares) return k + " has no rotation or K smoothing (flash_mma has)";
   if (p_e4m3 && v_e4m3) {
-    if (!same_accumulator(r.pv_acc, h200_e4m3_mma_accumulator())) {
-      return "PV in e4m3 accumulates as the H200's mma.sync does: pv_acc must be h200_e4m3_mma";
-    }
+    if (!f.e4m3_pv(r.pv_acc)) return f.e4m3_need;
     if (prepared) {
-      if (!qk_int8) return "with rotation or K smoothing the mma kernel takes int8 Q/K from the preparation kernels";
+      if (!qk_int8) return "with rotation or K smoothing " + k + " takes int8 Q/K from the preparation kernels";
       return prepare_not_covered(r, p.q.dim);
     }
     return "";
   }
-  if (prepared) return "with rotation or K smoothing the mma kernel takes int8 Q/K with e4m3 P and V only";
+  if (prepared) return "with rotation or K smoothing " + k + " takes int8 Q/K with e4m3 P and V only";
   if (rounded_to(r.p, FormatId::fp16) && rounded_to(r.v, FormatId::fp16)) {
-    if (!same_accumulator(r.pv_acc, h200_hmma_accumulator())) return "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma";
+    if (!f.fp16_pv(r.pv_acc)) return f.fp16_need;
     return "";
   }
-  return "PV: the mma kernel takes e4m3 P (static multiplier) with e4m3 V (rounded, or tensor/head/channel fp32 scales), or fp16 P and V";
+  return "PV: " + k + " takes e4m3 P (static multiplier) with e4m3 V (rounded, or tensor/head/channel fp32 scales), or fp16 P and V";
+}
+
+}  // namespace
+#endif
+
+std::string mma_not_covered(const Problem& p, const Recipe& r) {
+#if !defined(QATTN_WITH_CUDA)
+  (void)p;
+  (void)r;
+  return "the mma family is built only for CUDA";
+#else
+  return matrix_not_covered(p, r, kMmaFamily);
 #endif
 }
+
+std::string wgmma_not_covered(const Problem& p, const Recipe& r) {
+#if !defined(QATTN_WITH_CUDA)
+  (void)p;
+  (void)r;
+  return "the wgmma family is built only for CUDA (sm_90a)";
+#else
+  return matrix_not_covered(p, r, kWgmmaFamily);
+#endif
+}
+
+WgmmaPvAcc wgmma_pv_acc(const Recipe& r) { return r.pv_acc.flush_every > 0 ? WgmmaPvAcc::per_tile : WgmmaPvAcc::into_o; }
 
 std::string integer_not_covered(const Problem& p, const Recipe& r) {
   // validate(r) holds the rest: int8 Q, K, V with tensor or head scales, P int8/127, exact sums.
@@ -273,13 +331,15 @@ std::string not_covered(const Problem& p, const Recipe& r) {
   }
   const std::string mma = mma_not_covered(p, r);
   if (mma.empty()) return "";
+  const std::string wgmma = wgmma_not_covered(p, r);
+  if (wgmma.empty()) return "";
   const std::string decode = decode_not_covered(p, r);
   if (decode.empty()) return "";
   const std::string integer = integer_not_covered(p, r);
   if (integer.empty()) return "";
   const std::string dot4 = dot4_not_covered(p, r);
   if (dot4.empty()) return "";
-  return std::string(kMmaKernelName) + ": " + mma + "; " + kDecodeKernelName + ": " + decode + "; " + kIntegerKernelName + ": " + integer +
+  return std::string(kMmaKernelName) + ": " + mma + "; " + kWgmmaKernelName + ": " + wgmma + "; " + kDecodeKernelName + ": " + decode + "; " + kIntegerKernelName + ": " + integer +
          "; " + kDot4KernelName + ": " + dot4;
 }
 
@@ -339,6 +399,11 @@ GpuResult run(const Problem& p, const Recipe& r) {
   if (mma_not_covered(p, r).empty()) {
     res.out.data = needs_preparation(r) ? flash_mma_prepared(p, r) : flash_mma(make_mma_inputs(p, r));
     res.kernel = kMmaKernelName;
+    return res;
+  }
+  if (wgmma_not_covered(p, r).empty()) {
+    res.out.data = flash_wgmma(make_mma_inputs(p, r), wgmma_pv_acc(r));
+    res.kernel = kWgmmaKernelName;
     return res;
   }
 #endif

@@ -8,6 +8,7 @@
 #include "kernels/gpu/flash_dot4.hpp"
 #include "kernels/gpu/flash_integer.hpp"
 #include "kernels/gpu/flash_mma.hpp"
+#include "kernels/gpu/flash_wgmma.hpp"
 #include "kernels/problem/problem.hpp"
 #include "kernels/recipe/recipe.hpp"
 
@@ -16,11 +17,17 @@ namespace qattn::gpu {
 inline constexpr const char* kDot4KernelName = "flash_dot4";             // integer Q K^T by dot4
 inline constexpr const char* kDot4FloatKernelName = "flash_dot4/float";  // the same family, Q K^T of values
 inline constexpr const char* kMmaKernelName = "flash_mma";
+inline constexpr const char* kWgmmaKernelName = "flash_wgmma";  // sm_90a
 inline constexpr const char* kDecodeKernelName = "flash_decode";
 inline constexpr const char* kIntegerKernelName = "flash_integer";
 
 // Why the mma family does not take the recipe ("" when it does). Built only with CUDA.
 std::string mma_not_covered(const Problem& p, const Recipe& r);
+// Why the wgmma family does not take the recipe ("" when it does). Built only with CUDA; it runs
+// only where the build holds sm_90a code and the GPU is a Hopper (else flash_wgmma throws).
+std::string wgmma_not_covered(const Problem& p, const Recipe& r);
+// How the wgmma family's P V meets O for a covered recipe (pv_acc's flush: per tile, or into O).
+WgmmaPvAcc wgmma_pv_acc(const Recipe& r);
 // Why the dot4 family does not take the recipe ("" when it does).
 std::string dot4_not_covered(const Problem& p, const Recipe& r);
 // Why the integer-softmax family does not take the recipe ("" when it does).
@@ -38,7 +45,7 @@ struct GpuResult {
   TensorF out;         // [Hq, rows, d]
   std::string kernel;  // the family that ran
 };
-// Runs a covered recipe on the first family that covers it: mma, decode, integer, then dot4.
+// Runs a covered recipe on the first family that covers it: mma, wgmma, decode, integer, then dot4.
 GpuResult run(const Problem& p, const Recipe& r);
 
 }  // namespace qattn::gpu

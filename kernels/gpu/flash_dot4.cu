@@ -31,6 +31,7 @@ struct Params {
   const float* k_smooth = nullptr; // and K after smoothing, before quantization [Hkv][N][d]
   int block_q = 1, q_tiles = 0;
   const float* v_means = nullptr;  // V smoothing: [Hkv][d]; null: none
+  const float* v_scales = nullptr; // V's column scales, applied to O before / l: [Hkv][d]; null: none
   float tau = 0;
   const float* v = nullptr;
   const int* rows = nullptr;
@@ -173,6 +174,12 @@ __global__ void flash_dot4_kernel(Params p) {
   const int t0 = lo / p.bc, t1 = max(t0, (hi + p.bc - 1) / p.bc);
   const int per = max(1, (t1 - t0 + p.splits - 1) / p.splits);
   const float* v_mean = p.v_means == nullptr ? nullptr : p.v_means + static_cast<long>(kh) * p.d;
+  const float* v_scale = p.v_scales == nullptr ? nullptr : p.v_scales + static_cast<long>(kh) * p.d;
+  // O's channel c as the emulator finishes it: x scale, + mean x sum(P), / l.
+  const auto finish = [&](float o_c, int c, float lp, float denom) {
+    if (v_scale != nullptr) o_c *= v_scale[c];
+    return (v_mean == nullptr ? o_c : o_c + v_mean[c] * lp) / denom;
+  };
   float* out = p.out + (static_cast<long>(h) * p.nrows + r) * p.d;
   if (p.splits == 1) {
     SplitState st;
@@ -182,8 +189,7 @@ __global__ void flash_dot4_kernel(Params p) {
       const int c = lane + u * kWaveSize;
       // 0 + o: the emulator's merge starts from +0, which turns a -0 (alpha = 0 times a negative O)
       // into +0.
-      const float o_c = 0.0f + st.o[u];
-      out[c] = (v_mean == nullptr ? o_c : o_c + v_mean[c] * st.lp) / denom;
+      out[c] = finish(0.0f + st.o[u], c, st.lp, denom);
     }
     return;
   }
@@ -213,7 +219,7 @@ __global__ void flash_dot4_kernel(Params p) {
   const float denom = p.denominator_quantized ? big_l : big_l * p.p_mult;
   for (int u = 0; u * kWaveSize < p.d; ++u) {
     const int c = lane + u * kWaveSize;
-    out[c] = (v_mean == nullptr ? o[u] : o[u] + v_mean[c] * big_lp) / denom;
+    out[c] = finish(o[u], c, big_lp, denom);
   }
 }
 
@@ -240,6 +246,8 @@ Params scalar_params(const Dot4Inputs& in) {
   const std::size_t hn = static_cast<std::size_t>(in.tokens) * in.dim;
   require(in.v.size() == in.kv_heads * hn, "v must hold kv_heads * tokens * dim values");
   require(in.v_means.empty() || in.v_means.size() == static_cast<std::size_t>(in.kv_heads) * in.dim, "v_means must be empty or hold kv_heads * dim means");
+  require(in.v_column_scales.empty() || in.v_column_scales.size() == static_cast<std::size_t>(in.kv_heads) * in.dim,
+          "v_column_scales must be empty or hold kv_heads * dim scales");
   shape.rows(in.rows, in.tokens);
   Params p;
   p.nrows = static_cast<int>(in.rows.size());
@@ -281,6 +289,7 @@ struct DeviceInputs {
     }
     p.v = mem.upload(in.v);
     if (!in.v_means.empty()) p.v_means = mem.upload(in.v_means);
+    if (!in.v_column_scales.empty()) p.v_scales = mem.upload(in.v_column_scales);
     p.rows = mem.upload(in.rows);
   }
 };
@@ -348,6 +357,7 @@ std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const 
   }
   prm.v = mem.upload(in.v);
   if (!in.v_means.empty()) prm.v_means = mem.upload(in.v_means);
+  if (!in.v_column_scales.empty()) prm.v_scales = mem.upload(in.v_column_scales);
   prm.rows = mem.upload(in.rows);
   return launch(in.qk, prm, mem, tuning);
 }

@@ -43,6 +43,7 @@ struct Dot4Inputs {
   std::vector<float> q_scales, k_scales;               // integer QK: [H, N, groups]
   std::vector<float> q_values, k_values;               // float QK: [H, N, d]
   std::vector<float> v;                                // [Hkv, N, d] values as the emulator multiplies them
+  std::vector<float> v_column_scales;                  // [Hkv, d]: O x scale before / l (v_scaled_after_pv); empty: none
   std::vector<int> rows;                               // query rows to evaluate
   bool causal = false;
   int window = 0;

@@ -334,6 +334,32 @@ TEST_CASE("fused accumulator (the H200's HMMA): C aligned with the products, tru
   CHECK(e4m3.add(1.0f, two_chunks) == 1.0f + 0x1p-23f);  // the 0.75 ulp reaches C whole: fp32 rounds up
 }
 
+TEST_CASE("the H200's e4m3 wgmma accumulator (measured): 14 aligned bits, a 13-bit cut, C in the group", "[emulate][accumulator]") {
+  const AccumulatorModel wgmma(h200_e4m3_wgmma_accumulator());
+  const auto dot = [](std::vector<double> head) {
+    head.resize(32, 0.0);  // one m64n8k32 instruction: 32 products
+    return head;
+  };
+  // The hardware's own outputs (tests/gpu/test_mma_accumulator.cpp's probes): beside 2^12, a product
+  // 2^-1 (14 bits down) is kept, 0.75 keeps only its 2^-1, and 0.375 and -0.25 vanish (toward zero).
+  CHECK(wgmma.add(0.0f, dot({0x1p12, 0x1p-1})) == 0x1.0008p12f);
+  CHECK(wgmma.add(0.0f, dot({0x1p12, 0x1.8p-1})) == 0x1.0008p12f);
+  CHECK(wgmma.add(0.0f, dot({0x1p12, 0x1.8p-2})) == 0x1p12f);
+  CHECK(wgmma.add(0.0f, dot({0x1p12, -0x1p-2})) == 0x1p12f);
+  // C is one more term of the same adder: C = 2^12 and a product 2^-2 give 2^12, not fp32's 4096.25.
+  CHECK(wgmma.add(0x1p12f, dot({0x1p-2})) == 0x1p12f);
+  // The carry: 2^12 + 2^12 + 2^-1 is aligned exactly (quantum 2^-1) but needs 15 significant bits;
+  // the 13-bit cut keeps 14 and drops the 2^-1 (23 bits would keep it).
+  CHECK(wgmma.add(0.0f, dot({0x1p12, 0x1p12, 0x1p-1})) == 0x1p13f);
+  // Per tile (SageAttention 2's use): the two instructions of a 64-key tile start from zero and meet
+  // O in one fp32 add, which keeps what the chained form would drop.
+  const AccumulatorModel tile(h200_e4m3_wgmma_tile_accumulator());
+  std::vector<double> two(64, 0.0);
+  two[0] = 0x1p-2;
+  CHECK(tile.add(0x1p12f, two) == 0x1p12f + 0x1p-2f);
+  CHECK(wgmma.add(0x1p12f, two) == 0x1p12f);
+}
+
 TEST_CASE("lazy rescale lets P exceed 1 and e4m3 at 448 saturates; the error grows with N", "[emulate]") {
   // Random keys, one query direction: the running max of a causal row creeps up as keys arrive,
   // by less than tau per tile, so P reaches up to 2^tau and P * 448 saturates e4m3. Longer rows

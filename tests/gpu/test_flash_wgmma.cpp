@@ -8,6 +8,7 @@
 #include <string>
 
 #include "harness/io/dataset_file.hpp"
+#include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/gpu/dispatch.hpp"
 #include "kernels/gpu/flash_wgmma.hpp"
@@ -21,10 +22,11 @@ using namespace qattn;
 
 namespace {
 
-// The wgmma presets; flush_every states how P V's tiles meet O (per tile: one flush per 64 keys).
+// The measured wgmma presets: per tile (one fp32 add per 64 keys) or chained into O.
 Recipe wgmma_recipe(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc) {
-  Accumulator pv_acc = pv == gpu::PvType::e4m3 ? h200_e4m3_wgmma_accumulator() : h200_wgmma_f16_f32_accumulator();
-  pv_acc.flush_every = acc == gpu::WgmmaPvAcc::per_tile ? gpu::kMmaKeyTile / pv_acc.chunk : 0;
+  const bool tile = acc == gpu::WgmmaPvAcc::per_tile;
+  const Accumulator pv_acc = pv == gpu::PvType::e4m3 ? (tile ? h200_e4m3_wgmma_tile_accumulator() : h200_e4m3_wgmma_accumulator())
+                                                     : (tile ? h200_hmma_tile_accumulator() : h200_wgmma_f16_f32_accumulator());
   return test::matrix_recipe(qk, pv, h200_wgmma_f16_f32_accumulator(), pv_acc);
 }
 
@@ -52,10 +54,11 @@ TEST_CASE("wgmma kernel: int8 logits equal the emulator's bit for bit, keys in o
       const gpu::MmaInputs in = gpu::make_mma_inputs(p, r);
       for (int h = 0; h < 4; ++h) {
         const std::vector<std::int32_t> got = gpu::wgmma_logits(in, h);
+        const std::vector<int> want = integer_logit_block(p, r, h, 16, gpu::kMmaKeyTile);
         for (int i = 0; i < 16; ++i)
           for (int j = 0; j < gpu::kMmaKeyTile; ++j) {
             INFO("d " << d << " head " << h << " row " << i << " key " << j);
-            REQUIRE(got[i * gpu::kMmaKeyTile + j] == integer_logits(p, r, h, i, j)[0]);
+            REQUIRE(got[i * gpu::kMmaKeyTile + j] == want[i * gpu::kMmaKeyTile + j]);
           }
       }
     }
@@ -104,4 +107,19 @@ TEST_CASE("wgmma kernel: per-tile and into-O accumulation agree bit for bit on o
   p.causal = true;
   const gpu::MmaInputs in = gpu::make_mma_inputs(p, wgmma_recipe(gpu::QkType::int8, gpu::PvType::e4m3, gpu::WgmmaPvAcc::per_tile));
   for (float x : gpu::flash_wgmma(in, gpu::WgmmaPvAcc::per_tile)) REQUIRE(std::isfinite(x));
+}
+
+TEST_CASE("recipes that name the wgmma presets run on the wgmma family", "[gpu][wgmma]") {
+  Problem p = test::random_problem(4, 2, 300, 128, 23);
+  p.causal = true;
+  for (const char* text : {"q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma",
+                           "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile",
+                           "q=fp16 k=fp16 acc.qk=h200_hmma p=fp16 v=fp16 acc.pv=h200_hmma_tile"}) {
+    const Recipe r = recipe_from_string(text);
+    INFO(text);
+    REQUIRE(gpu::not_covered(p, r).empty());
+    const gpu::GpuResult g = gpu::run(p, r);
+    CHECK(g.kernel == gpu::kWgmmaKernelName);
+    test::check_against_emulator(p, r, g.out.data, text);
+  }
 }

@@ -16,10 +16,12 @@ ROOT = os.environ.get("QATTN_SOURCE_DIR", os.path.abspath(os.path.join(os.path.d
 DUMP = os.path.join(ROOT, "datasets", "smollm2-135m-2k.h5")
 
 # One recipe per GPU family, with the family's contract from its C++ tests (tests/gpu): flash_dot4 and
-# flash_integer give the emulator's bits; flash_mma sums in the tensor cores' own order, so it is held
+# flash_integer give the emulator's bits; flash_mma and flash_wgmma (sm_90a) sum in the tensor cores' own order, so it is held
 # to kernel-vs-emulator error at least 30 dB below the recipe's own error against float64.
 RECIPES = [
     ("q=int8/token k=int8/token p=e4m3/static:448 v=e4m3/channel acc.qk=exact acc.pv=h200_e4m3_mma", "flash_mma", False),
+    ("q=int8/token k=int8/token p=e4m3/static:448 v=e4m3/channel acc.qk=exact acc.pv=h200_e4m3_wgmma_tile", "flash_wgmma", False),
+    ("q=fp16 k=fp16 p=fp16 v=fp16 acc.qk=h200_hmma acc.pv=h200_hmma_tile", "flash_wgmma", False),
     ("q=int8/token k=int8/token ksmooth=global p=int8/static:127 v=int8/channel", "flash_dot4", True),
     ("preset=qflash-lab", "flash_integer", True),
     ("q=bf16 k=bf16 p=bf16 v=bf16 acc.pv=fp32", "flash_dot4/float", True),
