@@ -360,6 +360,31 @@ TEST_CASE("the H200's e4m3 wgmma accumulator (measured): 14 aligned bits, a 13-b
   CHECK(wgmma.add(0x1p12f, two) == 0x1p12f);
 }
 
+TEST_CASE("under a matrix unit's model P V sums V's codes and the channel scale multiplies O after", "[emulate][accumulator]") {
+  // 32 keys all scoring 0: every P is 448 (e4m3 at 448). V's channel: 1 and 31 times 0.001, so its
+  // scale is 1/448 and the codes are 448 and 0.4375. The wgmma aligns 448 x 448 = 200704 and
+  // 31 x 196 to a quantum of 8 (14 bits below 2^17): each 196 keeps 192. With V's scaled values the
+  // products would be 448 and 0.4375 (quantum 1/32, nothing lost): another output.
+  std::vector<float> v(32, 0.001f);
+  v[0] = 1.0f;
+  const Problem p = hand_problem(32, 1, std::vector<float>(32, 0.0f), std::vector<float>(32, 0.0f), v, 0);
+  Recipe r = fp32_recipe();
+  r.p = static_p(FormatId::e4m3, 448);
+  r.v = scaled(FormatId::e4m3, Granularity::channel);
+  r.pv_acc = h200_e4m3_wgmma_accumulator();
+  const QuantizedTensor vq = quantize(p.v, r.v.spec);
+  const float scale = vq.scales[vq.scale_index(0, 0, 0)];
+  REQUIRE(decode(format_of(FormatId::e4m3), vq.codes[1]) == 0.4375);
+  std::vector<double> codes(32, 448.0 * 0.4375);
+  codes[0] = 448.0 * 448.0;
+  const float sum = AccumulatorModel(r.pv_acc).add(0.0f, codes);
+  CHECK(sum == 200704.0f + 31 * 192.0f);
+  CHECK(emulate(p, r).out(0, 0, 0) == sum * scale / (32 * 448.0f));  // (O x scale) / l, in fp32
+  std::vector<double> scaled_products(32, 448.0 * static_cast<double>(0.4375f * scale));
+  scaled_products[0] = 448.0 * static_cast<double>(448.0f * scale);
+  CHECK(emulate(p, r).out(0, 0, 0) != AccumulatorModel(r.pv_acc).add(0.0f, scaled_products) / (32 * 448.0f));
+}
+
 TEST_CASE("lazy rescale lets P exceed 1 and e4m3 at 448 saturates; the error grows with N", "[emulate]") {
   // Random keys, one query direction: the running max of a causal row creeps up as keys arrive,
   // by less than tau per tile, so P reaches up to 2^tau and P * 448 saturates e4m3. Longer rows
