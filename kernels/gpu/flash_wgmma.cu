@@ -1,25 +1,33 @@
-// Warpgroup flash attention (NVIDIA sm_90a, wgmma), one warpgroup (4 warps) per 64 query rows, key
-// tiles of 64, two shared-memory stages filled by cp.async:
+// Warpgroup flash attention (NVIDIA sm_90a, wgmma): blocks of 128 query rows, key tiles of 64.
 //   S = Q K^T            s8 wgmma m64n64k32 (int32, exact) or fp16 m64n64k16 (fp32)
 //   s = S (sq sk) c       fp32, in the emulator's order; masked keys are -inf
 //   m' = max(m, rowmax s); alpha = 2^(m - m'); P = round(2^(s - m') * multiplier)
 //   l = alpha l + rowsum P;  O = alpha O + P V   (e4m3 or fp16 wgmma, P from registers)
 //   out = O vscale / l
-// Each warp's share of S and O has the mma family's fragment layout (16 rows; per 8-column block,
-// rows g and g + 8, columns 2t and 2t + 1), so the softmax below is the mma family's, row for row.
+// Roles (FlashAttention-3's producer/consumer split): warpgroup 0 is the producer, one thread of
+// which issues every copy through the tensor memory accelerator (TMA): the block's Q once, then
+// each key tile's K, V^T and K scales into a ring of shared-memory stages, each with a "full"
+// mbarrier (the copies' bytes landed) and an "empty" one (both consumers are done with it).
+// Warpgroups 1 and 2 are the consumers, 64 query rows each, sharing every K/V tile: they only
+// wait, multiply and do the softmax; with two of them per multiprocessor one's softmax runs while
+// the other's products do. The producer gives its registers to the consumers (setmaxnreg).
+// Each consumer warp's share of S and O has the mma family's fragment layout (16 rows; per
+// 8-column block, rows g and g + 8, columns 2t and 2t + 1), so the softmax below is the mma
+// family's, row for row, and a consumer computes what one 64-row block of version 1 computed.
 //
 // Keys in shared memory. An e4m3 A operand from registers holds, per thread, four consecutive k of
 // a row (4t..4t+3 and 16+4t..16+4t+3 of each 32), while S leaves the thread columns 2t, 2t+1 of each
 // block of 8. Rather than shuffling P between threads, K's rows are stored permuted within each 32
-// keys: shared row c holds key kperm(c), so that the thread's own S values are exactly its A
-// fragment, and V^T is read in plain key order. Sums over keys are unchanged; the emulator's
-// accumulator sees the products of each 32 keys together (an instruction's k), whose alignment and
-// sum do not depend on their order. fp16 P needs no permutation (its A fragment is S's layout).
+// keys (in the device copy of K, so that a TMA box lands them so): row c of a tile holds key
+// kperm(c), the thread's own S values are exactly its A fragment, and V^T is read in plain key
+// order. Sums over keys are unchanged; the emulator's accumulator sees the products of each 32 keys
+// together (an instruction's k), whose alignment and sum do not depend on their order. fp16 P
+// needs no permutation (its A fragment is S's layout).
 //
-// Operand tiles use the no-swizzle K-major layout (wgmma.hpp): core matrices of 8 rows x 16 bytes,
-// those adjacent in K 128 bytes apart, 8-row groups one row's worth of core matrices apart.
-// Version 1 of the family (kernels/gpu/PERF.md): synchronous wgmma groups, no TMA, no
-// producer/consumer split.
+// Operand tiles use the no-swizzle K-major layout (wgmma.hpp) in the order TMA boxes of 16 bytes x
+// rows write it: all rows' first 16 bytes, then all rows' next 16 bytes, and so on; so core
+// matrices adjacent in K are rows x 16 bytes apart and 8-row groups 128 bytes apart.
+// Version 2 of the family (kernels/gpu/PERF.md has version 1: one warpgroup per 64 rows, cp.async).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -31,16 +39,28 @@
 #include "kernels/gpu/mma_host.hpp"
 #include "kernels/gpu/platform.hpp"
 #include "kernels/gpu/fragment_rows.hpp"
+#include "kernels/gpu/tma.hpp"
 #include "kernels/gpu/wgmma.hpp"
 
 namespace qattn::gpu {
 
 namespace {
 
-constexpr int kBm = 64;             // query rows per block: one warpgroup
-constexpr int kBc = kMmaKeyTile;    // keys per tile
-constexpr int kCoreBytes = 128;     // one core matrix: 8 rows x 16 bytes
-constexpr int kStepBytes = 32;      // K bytes one instruction consumes (k32 of 8-bit, k16 of 16-bit)
+constexpr int kConsumers = 2;                            // consumer warpgroups per block
+constexpr int kRowsPerConsumer = 64;                     // one wgmma m64 per consumer
+constexpr int kBm = kConsumers * kRowsPerConsumer;       // query rows per block
+constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
+constexpr int kBc = kMmaKeyTile;                         // keys per tile
+constexpr int kCoreRows = 8;                             // a core matrix: 8 rows x 16 bytes
+constexpr int kStepBytes = 32;                           // K bytes one instruction consumes (k32 of 8-bit, k16 of 16-bit)
+constexpr int kMaxSharedBytes = 227 * 1024;              // an sm_90 block's dynamic shared memory, opted in
+constexpr int kMaxStages = 4;                            // deeper rings measured no faster on memory this small (PERF.md)
+// Registers per thread after the split (setmaxnreg): the producer issues copies from one thread and
+// needs few; the consumers hold O (D/2 fp32) and a tile's S and P. 24 x 128 + 240 x 256 = 64512 of
+// the multiprocessor's 65536, so one block per multiprocessor.
+constexpr int kProducerRegisters = 24;
+constexpr int kConsumerRegisters = 240;
+static_assert(kProducerRegisters * kWarpgroupThreads + kConsumerRegisters * kConsumers * kWarpgroupThreads <= 65536, "register file");
 
 template <QkType QK>
 struct Qk {
@@ -54,7 +74,7 @@ struct Pv {
 };
 static_assert(Pv<PvType::e4m3>::kKeysPerStep == 32 && Pv<PvType::fp16>::kKeysPerStep == 16, "the instructions' k");
 
-// The shared row holding key c of a 64-key tile's S columns: within each 32 keys, S column
+// The key held by row c of a 64-key tile, which is S's column c: within each 32 keys, S column
 // c = 8 j' + 2 t + b (j' = 0..3, t = 0..3, b = 0..1) is the A fragment's k = 4 t + 2 j' + b for j' < 2
 // and 16 + 4 t + 2 (j' - 2) + b for j' >= 2. Identity for fp16 P.
 template <PvType PV>
@@ -66,19 +86,17 @@ __host__ __device__ constexpr int key_of_column(int c) {
     return base + (jp < 2 ? 4 * t + 2 * jp + b : 16 + 4 * t + 2 * (jp - 2) + b);
   }
 }
+int key_of_column_e4m3(int c) { return key_of_column<PvType::e4m3>(c); }
 
-// Byte offset of 16-byte chunk c16 of row r in a K-major tile whose rows are row_bytes long.
-[[maybe_unused]] __device__ constexpr int core_offset(int r, int c16, int row_bytes) {
-  return (r / 8) * (row_bytes / 16) * kCoreBytes + c16 * kCoreBytes + (r % 8) * 16;
-}
-
-[[maybe_unused]] __device__ inline std::uint64_t tile_descriptor(const std::uint8_t* tile, int row_bytes, int step) {
-  // Instruction `step` reads K bytes [32 step, 32 step + 32): two core matrices further along K.
-  return wgmma_descriptor(shared_address(tile + step * 2 * kCoreBytes), kCoreBytes, (row_bytes / 16) * kCoreBytes);
+// Descriptor of instruction `step` over a tile of `rows` rows in TMA-box order: K bytes
+// [32 step, 32 step + 32) are the two 16-byte columns of core matrices starting at 2 step.
+[[maybe_unused]] __device__ inline std::uint64_t tile_descriptor(const std::uint8_t* tile, int rows, int step) {
+  const int column_bytes = rows * kTmaBoxBytes;
+  return wgmma_descriptor(shared_address(tile + step * 2 * column_bytes), column_bytes, kCoreRows * kTmaBoxBytes);
 }
 
 struct Params {
-  const std::uint8_t *q, *k, *vt;               // Q [Hq][N][d], K [Hkv][Np][d], V^T [Hkv][d][Np]
+  const std::uint8_t *q, *k, *vt;               // Q [Hq][N][d], K [Hkv][Np][d] (rows permuted, key_of_column), V^T [Hkv][d][Np]
   const float *q_scales, *k_scales, *v_scales;  // [Hq][N], [Hkv][Np], [Hkv][d] (or null)
   float* out;                                   // [Hq][N][d]
   std::int32_t* logits;                         // test hook: [16][64] or null
@@ -88,51 +106,29 @@ struct Params {
   float c, p_mult;
 };
 
-template <QkType QK, PvType PV, int D>
-struct Smem {
-  static constexpr int kQRow = D * Qk<QK>::kBytes;  // one query or key, all channels
-  static constexpr int kVRow = kBc * Pv<PV>::kBytes;  // one channel, all keys of the tile
-  static constexpr int kQBytes = kBm * kQRow;
-  static constexpr int kKBytes = kBc * kQRow;
-  static constexpr int kVBytes = D * kVRow;
-  static constexpr int kStageBytes = kKBytes + kVBytes + kBc * 4;  // + the keys' scales
-  static constexpr int kBytes = kQBytes + 2 * kStageBytes;
+// The TMA maps of Q, K and V^T (tma.hpp), passed by value as a __grid_constant__ parameter.
+struct TileMaps {
+  CUtensorMap q, k, vt;
 };
 
 template <QkType QK, PvType PV, int D>
-__device__ inline void load_q(const Params& p, std::uint8_t* sq, int h, int i0) {
-  using G = Smem<QK, PV, D>;
-  constexpr int kChunks = G::kQRow / 16;
-  for (int u = threadIdx.x; u < kBm * kChunks; u += kWarpgroupThreads) {
-    const int r = u / kChunks, c16 = u % kChunks, i = i0 + r;
-    const std::uint8_t* src = p.q + (static_cast<long>(h) * p.n + min(i, p.n - 1)) * G::kQRow + c16 * 16;
-    async_copy_16(sq + core_offset(r, c16, G::kQRow), src, i < p.n);  // rows past N read as zero
-  }
-}
-
-template <QkType QK, PvType PV, int D>
-__device__ inline void load_stage(const Params& p, std::uint8_t* stage, int kh, int j0) {
-  using G = Smem<QK, PV, D>;
-  constexpr int kKChunks = G::kQRow / 16, kVChunks = G::kVRow / 16;
-  for (int u = threadIdx.x; u < kBc * kKChunks; u += kWarpgroupThreads) {
-    const int r = u / kKChunks, c16 = u % kKChunks;  // shared row r holds key key_of_column(r)
-    const std::uint8_t* src = p.k + (static_cast<long>(kh) * p.np + j0 + key_of_column<PV>(r)) * G::kQRow + c16 * 16;
-    async_copy_16(stage + core_offset(r, c16, G::kQRow), src, true);
-  }
-  std::uint8_t* sv = stage + G::kKBytes;
-  for (int u = threadIdx.x; u < D * kVChunks; u += kWarpgroupThreads) {
-    const int r = u / kVChunks, c16 = u % kVChunks;  // channel r, keys in plain order
-    const std::uint8_t* src = p.vt + (static_cast<long>(kh) * D + r) * p.np * Pv<PV>::kBytes + j0 * Pv<PV>::kBytes + c16 * 16;
-    async_copy_16(sv + core_offset(r, c16, G::kVRow), src, true);
-  }
-  if constexpr (QK == QkType::int8) {
-    const float* sg = p.k_scales + static_cast<long>(kh) * p.np + j0;
-    if (threadIdx.x < kBc / 4) async_copy_16(stage + G::kKBytes + G::kVBytes + threadIdx.x * 16, sg + 4 * threadIdx.x, true);
-  }
-}
+struct Smem {
+  static constexpr int kQRow = D * Qk<QK>::kBytes;      // one query or key, all channels
+  static constexpr int kVRow = kBc * Pv<PV>::kBytes;    // one channel of V^T, all keys of the tile
+  static constexpr int kQBytes = kBm * kQRow;
+  static constexpr int kKBytes = kBc * kQRow;
+  static constexpr int kVBytes = D * kVRow;
+  static constexpr int kScaleBytes = kBc * 4;           // the keys' fp32 scales (int8 QK only)
+  static constexpr int kTileBytes = kKBytes + kVBytes + (QK == QkType::int8 ? kScaleBytes : 0);  // what one tile's copies deliver
+  static constexpr int kStageBytes = kKBytes + kVBytes + kScaleBytes;
+  static constexpr int kStages = std::min(kMaxStages, (kMaxSharedBytes - kQBytes - 256) / kStageBytes);
+  static_assert(kStages >= 2, "two stages must fit");
+  static constexpr int kBarriers = kQBytes + kStages * kStageBytes;  // q_full, full[kStages], empty[kStages]
+  static constexpr int kBytes = kBarriers + 8 * (1 + 2 * kStages);
+};
 
 template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS>
-__global__ void __launch_bounds__(kWarpgroupThreads, 1) flash_wgmma_kernel(Params p) {
+__global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_constant__ TileMaps maps, const Params p) {
   if constexpr (!kWgmmaCompiled) {
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) *p.built = 0;
     return;
@@ -142,172 +138,213 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1) flash_wgmma_kernel(Param
     constexpr int kQkSteps = G::kQRow / kStepBytes;              // instructions per S tile
     constexpr int kPvSteps = kBc / Pv<PV>::kKeysPerStep;        // instructions per P V tile
     constexpr int kBlocksPerStep = Pv<PV>::kKeysPerStep / 8;     // 8-column S blocks per P V instruction
-    extern __shared__ __align__(128) std::uint8_t smem[];
+    extern __shared__ __align__(1024) std::uint8_t smem[];
     std::uint8_t* sq = smem;
+    std::uint64_t* q_full = reinterpret_cast<std::uint64_t*>(smem + G::kBarriers);
+    std::uint64_t* full = q_full + 1;
+    std::uint64_t* empty = full + G::kStages;
+    const auto stage_at = [&](int s) { return smem + G::kQBytes + s * G::kStageBytes; };
 
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q4 = lane % 4;
     const int block = p.reverse_blocks ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     const int h = blockIdx.y, kh = h / (p.hq / p.hkv);
     const int i0 = block * kBm;
-    const int row[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
+    KeyTiles all = key_tiles(i0, kBm, p.n, p.causal, p.window, kBc);  // every tile some row of the block sees
+    if constexpr (LOGITS) all.end = min(all.end, all.begin + 1);
+
+    if (threadIdx.x == 0) {
+      mbarrier_init(q_full, 1);
+      for (int s = 0; s < G::kStages; ++s) {
+        mbarrier_init(&full[s], 1);                         // the producer's arrival, with the copies' bytes
+        mbarrier_init(&empty[s], kConsumers * kWarpgroupThreads / 32);  // one arrival per consumer warp
+      }
+      mbarrier_init_fence();
+    }
+    __syncthreads();
+
+    const int warpgroup = threadIdx.x / kWarpgroupThreads;
+    if (warpgroup == 0) {
+      // ---- producer ----
+      warpgroup_registers_down<kProducerRegisters>();
+      if (threadIdx.x != 0) return;
+      mbarrier_arrive_expect_bytes(q_full, G::kQBytes);  // rows past N arrive as zeros and count too
+      for (int x = 0; x < G::kQRow; x += kTmaBoxBytes) tma_load_box(sq + x * kBm, &maps.q, x, i0, h, q_full);
+      for (int t = all.begin, it = 0; t < all.end; ++t, ++it) {
+        const int s = it % G::kStages;
+        mbarrier_wait(&empty[s], ((it / G::kStages) & 1) ^ 1);  // the consumers released this stage's last tile
+        std::uint8_t* st = stage_at(s);
+        mbarrier_arrive_expect_bytes(&full[s], G::kTileBytes);
+        for (int x = 0; x < G::kQRow; x += kTmaBoxBytes) tma_load_box(st + x * kBc, &maps.k, x, t * kBc, kh, &full[s]);
+        for (int x = 0; x < G::kVRow; x += kTmaBoxBytes)
+          tma_load_box(st + G::kKBytes + x * D, &maps.vt, t * G::kVRow + x, 0, kh, &full[s]);
+        if constexpr (QK == QkType::int8)
+          bulk_load(st + G::kKBytes + G::kVBytes, p.k_scales + static_cast<long>(kh) * p.np + t * kBc, G::kScaleBytes, &full[s]);
+      }
+      return;
+    }
+
+    // ---- consumers ----
+    warpgroup_registers_up<kConsumerRegisters>();
+    const int consumer = warpgroup - 1;
+    const int tid = threadIdx.x % kWarpgroupThreads, warp = tid / 32, lane = tid % 32, g = lane / 4, q4 = lane % 4;
+    const int r0 = i0 + consumer * kRowsPerConsumer;  // this consumer's first row
+    const int row[2] = {r0 + warp * 16 + g, r0 + warp * 16 + g + 8};
     float sqs[2] = {1.0f, 1.0f};
     if constexpr (QK == QkType::int8)
 #pragma unroll
       for (int r = 0; r < 2; ++r) sqs[r] = row[r] < p.n ? p.q_scales[static_cast<long>(h) * p.n + row[r]] : 0.0f;
-
-    const KeyTiles tiles = key_tiles(i0, kBm, p.n, p.causal, p.window, kBc);
-    const int t_begin = tiles.begin, t_end = tiles.end;
+    KeyTiles mine = key_tiles(r0, kRowsPerConsumer, p.n, p.causal, p.window, kBc);  // version 1's tiles for these rows
+    if (r0 >= p.n) mine.end = mine.begin;  // the last block's second consumer may have no rows
+    const std::uint8_t* my_q = sq + consumer * kRowsPerConsumer * kTmaBoxBytes;
 
     float o[D / 2];
 #pragma unroll
     for (int x = 0; x < D / 2; ++x) o[x] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    load_q<QK, PV, D>(p, sq, h, i0);
-    if (t_begin < t_end) load_stage<QK, PV, D>(p, smem + G::kQBytes, kh, t_begin * kBc);
-    async_commit();
-    for (int t = t_begin; t < t_end; ++t) {
-      std::uint8_t* stage = smem + G::kQBytes + ((t - t_begin) % 2) * G::kStageBytes;
-      if (t + 1 < t_end) load_stage<QK, PV, D>(p, smem + G::kQBytes + ((t + 1 - t_begin) % 2) * G::kStageBytes, kh, (t + 1) * kBc);
-      async_commit();
-      async_wait<1>();
-      fence_shared_for_async_proxy();  // the copies just waited for are read by wgmma next
-      __syncthreads();
-      const int j0 = t * kBc;
-      const std::uint8_t* sk = stage;
-      const std::uint8_t* sv = stage + G::kKBytes;
-      const float* kscale = reinterpret_cast<const float*>(stage + G::kKBytes + G::kVBytes);
+    mbarrier_wait(q_full, 0);
+    for (int t = all.begin, it = 0; t < all.end; ++t, ++it) {
+      const int s = it % G::kStages;
+      mbarrier_wait(&full[s], (it / G::kStages) & 1);  // every consumer waits, so none runs a ring ahead
+      if (t >= mine.begin && t < mine.end) {
+        const std::uint8_t* sk = stage_at(s);
+        const std::uint8_t* sv = sk + G::kKBytes;
+        const float* kscale = reinterpret_cast<const float*>(sk + G::kKBytes + G::kVBytes);
+        const int j0 = t * kBc;
 
-      // S = Q K^T: kQkSteps chained instructions from zero.
-      Acc s_acc[kBc / 2];
+        // S = Q K^T: kQkSteps chained instructions from zero.
+        Acc s_acc[kBc / 2];
 #pragma unroll
-      for (int x = 0; x < kBc / 2; ++x) s_acc[x] = Acc(0);
+        for (int x = 0; x < kBc / 2; ++x) s_acc[x] = Acc(0);
 #pragma unroll
-      for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(s_acc[x]);
-      wgmma_fence();
-#pragma unroll
-      for (int st = 0; st < kQkSteps; ++st) {
-        const std::uint64_t da = tile_descriptor(sq, G::kQRow, st), db = tile_descriptor(sk, G::kQRow, st);
-        if constexpr (QK == QkType::int8) wgmma_s8_ss<kBc>(s_acc, da, db);
-        else wgmma_f16_ss<kBc>(s_acc, da, db);
-      }
-      wgmma_commit_group();
-      wgmma_wait_group<0>();
-#pragma unroll
-      for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(s_acc[x]);
-
-      if constexpr (LOGITS) {
-        if (blockIdx.x == 0 && warp == 0 && t == t_begin)
-#pragma unroll
-          for (int x = 0; x < kBc / 2; ++x) {
-            const int jb = x / 4, u = x % 4, col = 8 * jb + 2 * q4 + (u % 2);
-            std::int32_t bits;
-            std::memcpy(&bits, &s_acc[x], 4);
-            p.logits[(g + 8 * (u / 2)) * kBc + key_of_column<PV>(col)] = bits;
-          }
-        async_wait<0>();
-        return;
-      }
-
-      // Scores in log2 units, masked. Column col of S is key j0 + key_of_column(col).
-      const bool edge = j0 + kBc > p.n || (p.causal && j0 + kBc - 1 > i0) || p.window > 0;
-      float s[kBc / 2];
-#pragma unroll
-      for (int x = 0; x < kBc / 2; ++x) {
-        const int jb = x / 4, u = x % 4, jj = key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
-        if constexpr (QK == QkType::int8) {
-          s[x] = static_cast<float>(s_acc[x]) * (sqs[u / 2] * kscale[jj]) * p.c;
-        } else {
-          s[x] = s_acc[x] * p.c;
-        }
-        if (edge) {
-          const int i = row[u / 2], j = j0 + jj;
-          if (!key_visible(i, j, p.n, p.causal, p.window)) s[x] = -INFINITY;
-        }
-      }
-
-      // Online softmax per row (two rows per lane), P quantized against the running max.
-      float alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int jb = 0; jb < kBc / 8; ++jb) mx = fmaxf(mx, fmaxf(s[4 * jb + 2 * r], s[4 * jb + 2 * r + 1]));
-        const float m_new = fmaxf(m[r], quad_max(mx));
-        alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
-        m[r] = m_new;
-      }
-      // pa: P as the A fragments of the kPvSteps instructions; ps: this lane's share of the row sums.
-      // e4m3: word w of step st holds 4 keys of row g + 8 (w % 2) from blocks 4 st + 2 (w / 2) and
-      // + 1 (two codes each); fp16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
-      std::uint32_t pa[kPvSteps][4];
-      float ps[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int jb = 0; jb < kBc / 8; ++jb)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float pf[2], pq[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float x = s[4 * jb + 2 * r + e];
-            pf[e] = x == -INFINITY ? 0.0f : exp2f(x - m[r]);
-          }
-          const int st = jb / kBlocksPerStep, in_step = jb % kBlocksPerStep;
-          if constexpr (PV == PvType::e4m3) {
-            const std::uint16_t codes = pack_e4m3x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
-            const float2 back = unpack_f16x2(widen_e4m3x2(codes));
-            pq[0] = back.x;
-            pq[1] = back.y;
-            std::uint32_t& w = pa[st][r + 2 * (in_step / 2)];
-            if (in_step % 2 == 0) w = codes;
-            else w |= static_cast<std::uint32_t>(codes) << 16;
-          } else {
-            const std::uint32_t packed = pack_f16x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
-            const float2 back = unpack_f16x2(packed);
-            pq[0] = back.x;
-            pq[1] = back.y;
-            pa[st][r + 2 * in_step] = packed;
-          }
-          ps[r] += p.denominator_quantized ? pq[0] + pq[1] : pf[0] + pf[1];
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
-      // P's packing is ordinary (non-volatile) code: keep it above the wgmma.fence that must follow it.
-#pragma unroll
-      for (int st = 0; st < kPvSteps; ++st)
-#pragma unroll
-        for (int w = 0; w < 4; ++w) wgmma_fence_operand(pa[st][w]);
-
-      // O = alpha O + P V.
-#pragma unroll
-      for (int x = 0; x < D / 2; ++x) o[x] *= alpha[(x % 4) / 2];
-      // acc += P V: kPvSteps chained instructions into acc (the tile's own sum, or O itself).
-      const auto pv_into = [&](float (&acc)[D / 2]) {
-#pragma unroll
-        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
+        for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(s_acc[x]);
         wgmma_fence();
 #pragma unroll
-        for (int st = 0; st < kPvSteps; ++st) {
-          const std::uint64_t db = tile_descriptor(sv, G::kVRow, st);
-          if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
-          else wgmma_f16_rs<D>(acc, pa[st], db);
+        for (int st = 0; st < kQkSteps; ++st) {
+          const std::uint64_t da = tile_descriptor(my_q, kBm, st), db = tile_descriptor(sk, kBc, st);
+          if constexpr (QK == QkType::int8) wgmma_s8_ss<kBc>(s_acc, da, db);
+          else wgmma_f16_ss<kBc>(s_acc, da, db);
         }
         wgmma_commit_group();
         wgmma_wait_group<0>();
 #pragma unroll
-        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
-      };
-      if constexpr (PER_TILE) {
-        float tile[D / 2];
+        for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(s_acc[x]);
+
+        if constexpr (LOGITS) {
+          if (block == 0 && consumer == 0 && warp == 0)
 #pragma unroll
-        for (int x = 0; x < D / 2; ++x) tile[x] = 0.0f;
-        pv_into(tile);
+            for (int x = 0; x < kBc / 2; ++x) {
+              const int jb = x / 4, u = x % 4, col = 8 * jb + 2 * q4 + (u % 2);
+              std::int32_t bits;
+              std::memcpy(&bits, &s_acc[x], 4);
+              p.logits[(g + 8 * (u / 2)) * kBc + key_of_column<PV>(col)] = bits;
+            }
+          return;  // the producer copied this one tile only
+        }
+
+        // Scores in log2 units, masked. Column col of S is key j0 + key_of_column(col).
+        const bool edge = j0 + kBc > p.n || (p.causal && j0 + kBc - 1 > r0) || p.window > 0;
+        float sc[kBc / 2];
 #pragma unroll
-        for (int x = 0; x < D / 2; ++x) o[x] += tile[x];  // one fp32 add per tile (nearest even)
-      } else {
-        pv_into(o);
+        for (int x = 0; x < kBc / 2; ++x) {
+          const int jb = x / 4, u = x % 4, jj = key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
+          if constexpr (QK == QkType::int8) {
+            sc[x] = static_cast<float>(s_acc[x]) * (sqs[u / 2] * kscale[jj]) * p.c;
+          } else {
+            sc[x] = s_acc[x] * p.c;
+          }
+          if (edge) {
+            const int i = row[u / 2], j = j0 + jj;
+            if (!key_visible(i, j, p.n, p.causal, p.window)) sc[x] = -INFINITY;
+          }
+        }
+
+        // Online softmax per row (two rows per lane), P quantized against the running max.
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int jb = 0; jb < kBc / 8; ++jb) mx = fmaxf(mx, fmaxf(sc[4 * jb + 2 * r], sc[4 * jb + 2 * r + 1]));
+          const float m_new = fmaxf(m[r], quad_max(mx));
+          alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
+          m[r] = m_new;
+        }
+        // pa: P as the A fragments of the kPvSteps instructions; ps: this lane's share of the row sums.
+        // e4m3: word w of step st holds 4 keys of row g + 8 (w % 2) from blocks 4 st + 2 (w / 2) and
+        // + 1 (two codes each); fp16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
+        std::uint32_t pa[kPvSteps][4];
+        float ps[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int jb = 0; jb < kBc / 8; ++jb)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            float pf[2], pq[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float x = sc[4 * jb + 2 * r + e];
+              pf[e] = x == -INFINITY ? 0.0f : exp2f(x - m[r]);
+            }
+            const int st = jb / kBlocksPerStep, in_step = jb % kBlocksPerStep;
+            if constexpr (PV == PvType::e4m3) {
+              const std::uint16_t codes = pack_e4m3x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
+              const float2 back = unpack_f16x2(widen_e4m3x2(codes));
+              pq[0] = back.x;
+              pq[1] = back.y;
+              std::uint32_t& w = pa[st][r + 2 * (in_step / 2)];
+              if (in_step % 2 == 0) w = codes;
+              else w |= static_cast<std::uint32_t>(codes) << 16;
+            } else {
+              const std::uint32_t packed = pack_f16x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
+              const float2 back = unpack_f16x2(packed);
+              pq[0] = back.x;
+              pq[1] = back.y;
+              pa[st][r + 2 * in_step] = packed;
+            }
+            ps[r] += p.denominator_quantized ? pq[0] + pq[1] : pf[0] + pf[1];
+          }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
+        // P's packing is ordinary (non-volatile) code: keep it above the wgmma.fence that must follow it.
+#pragma unroll
+        for (int st = 0; st < kPvSteps; ++st)
+#pragma unroll
+          for (int w = 0; w < 4; ++w) wgmma_fence_operand(pa[st][w]);
+
+        // O = alpha O + P V. Once a row's max settles alpha is exactly 1 and x * 1 = x, so a warp
+        // whose rows all have alpha = 1 skips the multiplies and changes no bit.
+        if (__any_sync(0xFFFFFFFFu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+          for (int x = 0; x < D / 2; ++x) o[x] *= alpha[(x % 4) / 2];
+        }
+        // acc += P V: kPvSteps chained instructions into acc (the tile's own sum, or O itself).
+        const auto pv_into = [&](float (&acc)[D / 2]) {
+#pragma unroll
+          for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
+          wgmma_fence();
+#pragma unroll
+          for (int st = 0; st < kPvSteps; ++st) {
+            const std::uint64_t db = tile_descriptor(sv, D, st);
+            if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
+            else wgmma_f16_rs<D>(acc, pa[st], db);
+          }
+          wgmma_commit_group();
+          wgmma_wait_group<0>();
+#pragma unroll
+          for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
+        };
+        if constexpr (PER_TILE) {
+          float tile[D / 2];
+#pragma unroll
+          for (int x = 0; x < D / 2; ++x) tile[x] = 0.0f;
+          pv_into(tile);
+#pragma unroll
+          for (int x = 0; x < D / 2; ++x) o[x] += tile[x];  // one fp32 add per tile (nearest even)
+        } else {
+          pv_into(o);
+        }
       }
-      __syncthreads();  // the next iteration's prefetch overwrites this stage
+      __syncwarp();  // the warp's reads of this stage (wgmma's waited for, the scales') come before its release
+      if (lane == 0) mbarrier_arrive(&empty[s]);
     }
     if constexpr (!LOGITS) {
       store_rows<D>(p.out + static_cast<long>(h) * p.n * D, p.v_scales ? p.v_scales + kh * D : nullptr, p.n, row, l,
@@ -316,13 +353,22 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1) flash_wgmma_kernel(Param
   }
 }
 
+// The maps of Params' arrays: Q boxes of kBm rows (rows past N zero), K boxes of one tile, V^T boxes
+// of all D channels.
+template <QkType QK, PvType PV, int D>
+TileMaps tile_maps(const Params& p) {
+  using G = Smem<QK, PV, D>;
+  return {make_tile_map(p.q, G::kQRow, p.n, p.hq, kBm, "flash_wgmma (Q)"), make_tile_map(p.k, G::kQRow, p.np, p.hkv, kBc, "flash_wgmma (K)"),
+          make_tile_map(p.vt, p.np * Pv<PV>::kBytes, D, p.hkv, D, "flash_wgmma (V^T)")};
+}
+
 template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS>
 void launch_one(const Params& p, int blocks) {
   auto kernel = flash_wgmma_kernel<QK, PV, D, PER_TILE, LOGITS>;
   const int shared = Smem<QK, PV, D>::kBytes;
   static const bool allowed = (allow_shared_bytes(kernel, shared), true);  // once per instantiation
   (void)allowed;
-  kernel<<<dim3(blocks, p.hq), kWarpgroupThreads, shared>>>(p);
+  kernel<<<dim3(blocks, p.hq), kThreads, shared>>>(tile_maps<QK, PV, D>(p), p);
 }
 
 template <QkType QK, PvType PV, bool LOGITS>
@@ -357,7 +403,8 @@ void check_built(const int* built, const char* what) {
 // instruction's operand), fp16 V^T as fp16.
 struct DeviceInputs : MatrixDeviceInputs<Params> {
   explicit DeviceInputs(const MmaInputs& in)
-      : MatrixDeviceInputs<Params>(in, in.pv == PvType::e4m3 ? VtElement::e4m3_code : VtElement::fp16, "flash_wgmma") {
+      : MatrixDeviceInputs<Params>(in, in.pv == PvType::e4m3 ? VtElement::e4m3_code : VtElement::fp16, "flash_wgmma",
+                                   in.pv == PvType::e4m3 ? key_of_column_e4m3 : nullptr) {
     p.built = mem.upload(std::vector<int>{1});
   }
 };

@@ -40,6 +40,17 @@ std::vector<std::uint8_t> mma_qk_rows(const MmaInputs& in, bool is_q, int rows_o
   return buf;
 }
 
+std::vector<std::uint8_t> permute_key_rows(const std::vector<std::uint8_t>& rows, int row_bytes, KeyAtRow key_at_row) {
+  const std::size_t tile_bytes = static_cast<std::size_t>(kMmaKeyTile) * row_bytes;
+  if (rows.size() % tile_bytes != 0) throw std::invalid_argument("permute_key_rows: rows are not whole 64-key tiles");
+  std::vector<std::uint8_t> out(rows.size());
+  for (std::size_t t = 0; t < rows.size() / tile_bytes; ++t)
+    for (int r = 0; r < kMmaKeyTile; ++r)
+      std::memcpy(&out[t * tile_bytes + static_cast<std::size_t>(r) * row_bytes],
+                  &rows[t * tile_bytes + static_cast<std::size_t>(key_at_row(r)) * row_bytes], row_bytes);
+  return out;
+}
+
 std::vector<float> mma_padded_k_scales(const MmaInputs& in, int np) {
   const std::size_t hkv = in.kv_heads;
   std::vector<float> ks(hkv * np, 0.0f);

@@ -25,6 +25,13 @@ std::vector<float> mma_padded_k_scales(const MmaInputs& in, int np);
 
 enum class VtElement { fp16, e4m3_code };
 
+// A kernel's order of K rows within each 64-key tile: row r of a tile holds the tile's key
+// key_at_row(r) (a permutation of [0, 64)); null keeps key order.
+using KeyAtRow = int (*)(int);
+
+// K rows ([heads][np][row_bytes], np a multiple of 64) reordered within each tile by key_at_row.
+std::vector<std::uint8_t> permute_key_rows(const std::vector<std::uint8_t>& rows, int row_bytes, KeyAtRow key_at_row);
+
 // V transposed to [Hkv][d][np] (zero keys past N): fp16 bit patterns (e4m3 values widened, exact) or
 // e4m3 codes. e4m3 PV needs V values that are e4m3 values (std::invalid_argument naming `family`).
 std::vector<std::uint8_t> mma_v_transposed(const MmaInputs& in, int np, VtElement element, const char* family);
@@ -80,11 +87,12 @@ template <typename Params>
 struct MatrixDeviceInputs {
   Params p{};
   DeviceBuffers mem;
-  MatrixDeviceInputs(const MmaInputs& in, VtElement vt, const char* family) {
+  MatrixDeviceInputs(const MmaInputs& in, VtElement vt, const char* family, KeyAtRow key_at_row = nullptr) {
     check_mma_shape(in, family);
     const int n = in.tokens, np = mma_padded_tokens(n);
     p.q = mem.upload(mma_qk_rows(in, true, n));
-    p.k = mem.upload(mma_qk_rows(in, false, np));
+    const std::vector<std::uint8_t> k_rows = mma_qk_rows(in, false, np);
+    p.k = mem.upload(key_at_row ? permute_key_rows(k_rows, in.dim * (in.qk == QkType::int8 ? 1 : 2), key_at_row) : k_rows);
     if (in.qk == QkType::int8) {
       p.q_scales = mem.upload(in.q_scales);
       p.k_scales = mem.upload(mma_padded_k_scales(in, np));
