@@ -1,4 +1,5 @@
-// Warpgroup flash attention (NVIDIA sm_90a, wgmma): blocks of 128 query rows, key tiles of 64.
+// Warpgroup flash attention (NVIDIA sm_90a, wgmma): blocks of 128 (d > 64) or 192 (d = 64) query
+// rows, key tiles of 64.
 //   S = Q K^T            s8 wgmma m64n64k32 (int32, exact) or fp16 m64n64k16 (fp32)
 //   s = S (sq sk) c       fp32, in the emulator's order; masked keys are -inf
 //   m' = max(m, rowmax s); alpha = 2^(m - m'); P = round(2^(s - m') * multiplier)
@@ -8,9 +9,10 @@
 // which issues every copy through the tensor memory accelerator (TMA): the block's Q once, then
 // each key tile's K, V^T and K scales into a ring of shared-memory stages, each with a "full"
 // mbarrier (the copies' bytes landed) and an "empty" one (both consumers are done with it).
-// Warpgroups 1 and 2 are the consumers, 64 query rows each, sharing every K/V tile: they only
-// wait, multiply and do the softmax; with two of them per multiprocessor one's softmax runs while
-// the other's products do. The producer gives its registers to the consumers (setmaxnreg).
+// The other warpgroups (two, or three for d = 64: Roles) are the consumers, 64 query rows each,
+// sharing every K/V tile: they only wait, multiply and do the softmax; with several of them per
+// multiprocessor one's softmax runs while another's products do. The producer gives its
+// registers to the consumers (setmaxnreg).
 // Each consumer warp's share of S and O has the mma family's fragment layout (16 rows; per
 // 8-column block, rows g and g + 8, columns 2t and 2t + 1), so the softmax below is the mma
 // family's, row for row, and a consumer computes what one 64-row block of version 1 computed.
@@ -46,21 +48,28 @@ namespace qattn::gpu {
 
 namespace {
 
-constexpr int kConsumers = 2;                            // consumer warpgroups per block
 constexpr int kRowsPerConsumer = 64;                     // one wgmma m64 per consumer
-constexpr int kBm = kConsumers * kRowsPerConsumer;       // query rows per block
-constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
 constexpr int kBc = kMmaKeyTile;                         // keys per tile
 constexpr int kCoreRows = 8;                             // a core matrix: 8 rows x 16 bytes
 constexpr int kStepBytes = 32;                           // K bytes one instruction consumes (k32 of 8-bit, k16 of 16-bit)
 constexpr int kMaxSharedBytes = 227 * 1024;              // an sm_90 block's dynamic shared memory, opted in
-constexpr int kMaxStages = 4;                            // deeper rings measured no faster on memory this small (PERF.md)
-// Registers per thread after the split (setmaxnreg): the producer issues copies from one thread and
-// needs few; the consumers hold O (D/2 fp32) and a tile's S and P. 24 x 128 + 240 x 256 = 64512 of
-// the multiprocessor's 65536, so one block per multiprocessor.
-constexpr int kProducerRegisters = 24;
-constexpr int kConsumerRegisters = 240;
-static_assert(kProducerRegisters * kWarpgroupThreads + kConsumerRegisters * kConsumers * kWarpgroupThreads <= 65536, "register file");
+constexpr int kMaxStages = 4;                            // ring depth when shared memory allows
+constexpr int kRegisterFile = 65536;                     // 32-bit registers per multiprocessor
+
+// Warpgroups and registers per thread after the split (setmaxnreg), by head dim. The producer issues
+// copies from one thread and needs few registers; a consumer holds O (D/2 fp32 per thread), a
+// tile's S and P, and for per-tile P V the tile's own sum (another D/2). d <= 64 fits 160 registers
+// (version 1 used 144), so three consumers share each tile there; d = 128 needs about 230 (two
+// consumers at 240). Either way one block per multiprocessor.
+template <int D>
+struct Roles {
+  static constexpr int kConsumers = D <= 64 ? 3 : 2;
+  static constexpr int kProducerRegisters = 24;
+  static constexpr int kConsumerRegisters = D <= 64 ? 160 : 240;
+  static constexpr int kBm = kConsumers * kRowsPerConsumer;  // query rows per block
+  static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
+  static_assert((kProducerRegisters + kConsumers * kConsumerRegisters) * kWarpgroupThreads <= kRegisterFile, "register file");
+};
 
 template <QkType QK>
 struct Qk {
@@ -87,6 +96,16 @@ __host__ __device__ constexpr int key_of_column(int c) {
   }
 }
 int key_of_column_e4m3(int c) { return key_of_column<PvType::e4m3>(c); }
+
+// 2^x for P (x <= 0) on the special-function unit, subnormal results flushed to zero. exp2f is this
+// instruction for x >= -126 and adds only a subnormal path; below that, 2^x times P's multiplier
+// (any below 2^100) is under half the smallest e4m3 and fp16 subnormals (2^-9, 2^-24), so P rounds
+// to 0 either way: the same codes, about 8 fewer instructions per score.
+[[maybe_unused]] __device__ inline float exp2_flushed(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // Descriptor of instruction `step` over a tile of `rows` rows in TMA-box order: K bytes
 // [32 step, 32 step + 32) are the two 16-byte columns of core matrices starting at 2 step.
@@ -115,7 +134,7 @@ template <QkType QK, PvType PV, int D>
 struct Smem {
   static constexpr int kQRow = D * Qk<QK>::kBytes;      // one query or key, all channels
   static constexpr int kVRow = kBc * Pv<PV>::kBytes;    // one channel of V^T, all keys of the tile
-  static constexpr int kQBytes = kBm * kQRow;
+  static constexpr int kQBytes = Roles<D>::kBm * kQRow;
   static constexpr int kKBytes = kBc * kQRow;
   static constexpr int kVBytes = D * kVRow;
   static constexpr int kScaleBytes = kBc * 4;           // the keys' fp32 scales (int8 QK only)
@@ -127,13 +146,17 @@ struct Smem {
   static constexpr int kBytes = kBarriers + 8 * (1 + 2 * kStages);
 };
 
+// The LOGITS instantiation (a test hook) returns after the first product: the softmax below is
+// unreachable there by design (nvcc's warning 128).
+#pragma nv_diag_suppress 128
 template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS>
-__global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_constant__ TileMaps maps, const Params p) {
+__global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(const __grid_constant__ TileMaps maps, const Params p) {
   if constexpr (!kWgmmaCompiled) {
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) *p.built = 0;
     return;
   } else {
     using G = Smem<QK, PV, D>;
+    using R = Roles<D>;
     using Acc = typename Qk<QK>::Acc;
     constexpr int kQkSteps = G::kQRow / kStepBytes;              // instructions per S tile
     constexpr int kPvSteps = kBc / Pv<PV>::kKeysPerStep;        // instructions per P V tile
@@ -147,15 +170,15 @@ __global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_c
 
     const int block = p.reverse_blocks ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     const int h = blockIdx.y, kh = h / (p.hq / p.hkv);
-    const int i0 = block * kBm;
-    KeyTiles all = key_tiles(i0, kBm, p.n, p.causal, p.window, kBc);  // every tile some row of the block sees
+    const int i0 = block * R::kBm;
+    KeyTiles all = key_tiles(i0, R::kBm, p.n, p.causal, p.window, kBc);  // every tile some row of the block sees
     if constexpr (LOGITS) all.end = min(all.end, all.begin + 1);
 
     if (threadIdx.x == 0) {
       mbarrier_init(q_full, 1);
       for (int s = 0; s < G::kStages; ++s) {
         mbarrier_init(&full[s], 1);                         // the producer's arrival, with the copies' bytes
-        mbarrier_init(&empty[s], kConsumers * kWarpgroupThreads / 32);  // one arrival per consumer warp
+        mbarrier_init(&empty[s], R::kConsumers * kWarpgroupThreads / 32);  // one arrival per consumer warp
       }
       mbarrier_init_fence();
     }
@@ -164,10 +187,10 @@ __global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_c
     const int warpgroup = threadIdx.x / kWarpgroupThreads;
     if (warpgroup == 0) {
       // ---- producer ----
-      warpgroup_registers_down<kProducerRegisters>();
+      warpgroup_registers_down<R::kProducerRegisters>();
       if (threadIdx.x != 0) return;
       mbarrier_arrive_expect_bytes(q_full, G::kQBytes);  // rows past N arrive as zeros and count too
-      for (int x = 0; x < G::kQRow; x += kTmaBoxBytes) tma_load_box(sq + x * kBm, &maps.q, x, i0, h, q_full);
+      for (int x = 0; x < G::kQRow; x += kTmaBoxBytes) tma_load_box(sq + x * R::kBm, &maps.q, x, i0, h, q_full);
       for (int t = all.begin, it = 0; t < all.end; ++t, ++it) {
         const int s = it % G::kStages;
         mbarrier_wait(&empty[s], ((it / G::kStages) & 1) ^ 1);  // the consumers released this stage's last tile
@@ -183,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_c
     }
 
     // ---- consumers ----
-    warpgroup_registers_up<kConsumerRegisters>();
+    warpgroup_registers_up<R::kConsumerRegisters>();
     const int consumer = warpgroup - 1;
     const int tid = threadIdx.x % kWarpgroupThreads, warp = tid / 32, lane = tid % 32, g = lane / 4, q4 = lane % 4;
     const int r0 = i0 + consumer * kRowsPerConsumer;  // this consumer's first row
@@ -220,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_c
         wgmma_fence();
 #pragma unroll
         for (int st = 0; st < kQkSteps; ++st) {
-          const std::uint64_t da = tile_descriptor(my_q, kBm, st), db = tile_descriptor(sk, kBc, st);
+          const std::uint64_t da = tile_descriptor(my_q, R::kBm, st), db = tile_descriptor(sk, kBc, st);
           if constexpr (QK == QkType::int8) wgmma_s8_ss<kBc>(s_acc, da, db);
           else wgmma_f16_ss<kBc>(s_acc, da, db);
         }
@@ -241,8 +264,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_c
           return;  // the producer copied this one tile only
         }
 
-        // Scores in log2 units, masked. Column col of S is key j0 + key_of_column(col).
-        const bool edge = j0 + kBc > p.n || (p.causal && j0 + kBc - 1 > r0) || p.window > 0;
+        // Scores in log2 units. Column col of S is key j0 + key_of_column(col).
         float sc[kBc / 2];
 #pragma unroll
         for (int x = 0; x < kBc / 2; ++x) {
@@ -252,9 +274,14 @@ __global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_c
           } else {
             sc[x] = s_acc[x] * p.c;
           }
-          if (edge) {
-            const int i = row[u / 2], j = j0 + jj;
-            if (!key_visible(i, j, p.n, p.causal, p.window)) sc[x] = -INFINITY;
+        }
+        // Masked keys are -inf; only tiles at an edge of N, the diagonal or the window have any (one
+        // branch per tile rather than one per score).
+        if (j0 + kBc > p.n || (p.causal && j0 + kBc - 1 > r0) || p.window > 0) {
+#pragma unroll
+          for (int x = 0; x < kBc / 2; ++x) {
+            const int jb = x / 4, u = x % 4, j = j0 + key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
+            if (!key_visible(row[u / 2], j, p.n, p.causal, p.window)) sc[x] = -INFINITY;
           }
         }
 
@@ -274,6 +301,8 @@ __global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_c
         // + 1 (two codes each); fp16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
         std::uint32_t pa[kPvSteps][4];
         float ps[2] = {0.0f, 0.0f};
+        // A row with every key so far masked has m = -inf: subtracting 0 instead keeps 2^(-inf) = 0.
+        const float m_sub[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
 #pragma unroll
         for (int jb = 0; jb < kBc / 8; ++jb)
 #pragma unroll
@@ -282,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_c
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const float x = sc[4 * jb + 2 * r + e];
-              pf[e] = x == -INFINITY ? 0.0f : exp2f(x - m[r]);
+              pf[e] = exp2_flushed(x - m_sub[r]);
             }
             const int st = jb / kBlocksPerStep, in_step = jb % kBlocksPerStep;
             if constexpr (PV == PvType::e4m3) {
@@ -353,32 +382,34 @@ __global__ void __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_c
   }
 }
 
-// The maps of Params' arrays: Q boxes of kBm rows (rows past N zero), K boxes of one tile, V^T boxes
+#pragma nv_diag_default 128
+
+// The maps of Params' arrays: Q boxes of a block's rows (rows past N zero), K boxes of one tile, V^T boxes
 // of all D channels.
 template <QkType QK, PvType PV, int D>
 TileMaps tile_maps(const Params& p) {
   using G = Smem<QK, PV, D>;
-  return {make_tile_map(p.q, G::kQRow, p.n, p.hq, kBm, "flash_wgmma (Q)"), make_tile_map(p.k, G::kQRow, p.np, p.hkv, kBc, "flash_wgmma (K)"),
+  return {make_tile_map(p.q, G::kQRow, p.n, p.hq, Roles<D>::kBm, "flash_wgmma (Q)"), make_tile_map(p.k, G::kQRow, p.np, p.hkv, kBc, "flash_wgmma (K)"),
           make_tile_map(p.vt, p.np * Pv<PV>::kBytes, D, p.hkv, D, "flash_wgmma (V^T)")};
 }
 
 template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS>
-void launch_one(const Params& p, int blocks) {
+void launch_one(const Params& p) {
+  const int blocks = LOGITS ? 1 : (p.n + Roles<D>::kBm - 1) / Roles<D>::kBm;
   auto kernel = flash_wgmma_kernel<QK, PV, D, PER_TILE, LOGITS>;
   const int shared = Smem<QK, PV, D>::kBytes;
   static const bool allowed = (allow_shared_bytes(kernel, shared), true);  // once per instantiation
   (void)allowed;
-  kernel<<<dim3(blocks, p.hq), kThreads, shared>>>(tile_maps<QK, PV, D>(p), p);
+  kernel<<<dim3(blocks, p.hq), Roles<D>::kThreads, shared>>>(tile_maps<QK, PV, D>(p), p);
 }
 
 template <QkType QK, PvType PV, bool LOGITS>
 void launch_dim(const Params& p, int dim, WgmmaPvAcc acc) {
-  const int blocks = LOGITS ? 1 : (p.n + kBm - 1) / kBm;
   const bool per_tile = acc == WgmmaPvAcc::per_tile;
   switch (dim) {
-    case 64: return per_tile ? launch_one<QK, PV, 64, true, LOGITS>(p, blocks) : launch_one<QK, PV, 64, false, LOGITS>(p, blocks);
-    case 128: return per_tile ? launch_one<QK, PV, 128, true, LOGITS>(p, blocks) : launch_one<QK, PV, 128, false, LOGITS>(p, blocks);
-    case 256: return per_tile ? launch_one<QK, PV, 256, true, LOGITS>(p, blocks) : launch_one<QK, PV, 256, false, LOGITS>(p, blocks);
+    case 64: return per_tile ? launch_one<QK, PV, 64, true, LOGITS>(p) : launch_one<QK, PV, 64, false, LOGITS>(p);
+    case 128: return per_tile ? launch_one<QK, PV, 128, true, LOGITS>(p) : launch_one<QK, PV, 128, false, LOGITS>(p);
+    case 256: return per_tile ? launch_one<QK, PV, 256, true, LOGITS>(p) : launch_one<QK, PV, 256, false, LOGITS>(p);
     default: throw std::invalid_argument("flash_wgmma: head dim must be 64, 128 or 256, got " + std::to_string(dim));
   }
 }

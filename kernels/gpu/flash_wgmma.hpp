@@ -1,7 +1,7 @@
 #pragma once
 // Host interface of the warpgroup flash-attention family (NVIDIA sm_90a, wgmma): blocks of 128 query
-// rows, a producer warpgroup issuing TMA copies and two consumer warpgroups of 64 rows each, key
-// tiles of 64, both products on Hopper's warpgroup instructions:
+// rows (192 for d = 64), a producer warpgroup issuing TMA copies and two (three) consumer warpgroups
+// of 64 rows each, key tiles of 64, both products on Hopper's warpgroup instructions:
 //   S = Q K^T   s8 wgmma m64n64k32 (int32, exact), or fp16 m64n64k16 (fp32); Q and K from shared memory
 //   O += P V    e4m3 wgmma m64nDk32 (fp32), or fp16 m64nDk16; P from registers, V^T from shared memory
 // It takes the mma family's inputs (MmaInputs: the same recipes, the same layouts on the host side).
