@@ -68,6 +68,9 @@ struct Roles {
   static constexpr int kConsumerRegisters = D <= 64 ? 160 : 240;
   static constexpr int kBm = kConsumers * kRowsPerConsumer;  // query rows per block
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
+  // Whether a consumer issues the next tile's S before this tile's softmax (32 more live
+  // registers): d = 128 has them; d = 64 at 160 and d = 256 would spill (ptxas -v).
+  static constexpr bool kOverlapS = D == 128;
   static_assert((kProducerRegisters + kConsumers * kConsumerRegisters) * kWarpgroupThreads <= kRegisterFile, "register file");
 };
 
@@ -224,156 +227,194 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
     for (int x = 0; x < D / 2; ++x) o[x] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    mbarrier_wait(q_full, 0);
-    for (int t = all.begin, it = 0; t < all.end; ++t, ++it) {
-      const int s = it % G::kStages;
-      mbarrier_wait(&full[s], (it / G::kStages) & 1);  // every consumer waits, so none runs a ring ahead
-      if (t >= mine.begin && t < mine.end) {
-        const std::uint8_t* sk = stage_at(s);
-        const std::uint8_t* sv = sk + G::kKBytes;
-        const float* kscale = reinterpret_cast<const float*>(sk + G::kKBytes + G::kVBytes);
-        const int j0 = t * kBc;
+    // Stage `it` of the ring holds tile all.begin + it: waiting for its copies, releasing it.
+    const auto wait_full = [&](int it) { mbarrier_wait(&full[it % G::kStages], (it / G::kStages) & 1); };
+    const auto release = [&](int it) {
+      __syncwarp();  // the warp's reads of the stage (wgmma's waited for, the scales') come before its release
+      if (lane == 0) mbarrier_arrive(&empty[it % G::kStages]);
+    };
+    // S = Q K^T of the tile in stage `it`: kQkSteps chained instructions from zero, one group.
+    const auto issue_s = [&](int it, Acc(&acc)[kBc / 2]) {
+      const std::uint8_t* sk = stage_at(it % G::kStages);
+#pragma unroll
+      for (int x = 0; x < kBc / 2; ++x) acc[x] = Acc(0);
+#pragma unroll
+      for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(acc[x]);
+      wgmma_fence();
+#pragma unroll
+      for (int st = 0; st < kQkSteps; ++st) {
+        const std::uint64_t da = tile_descriptor(my_q, R::kBm, st), db = tile_descriptor(sk, kBc, st);
+        if constexpr (QK == QkType::int8) wgmma_s8_ss<kBc>(acc, da, db);
+        else wgmma_f16_ss<kBc>(acc, da, db);
+      }
+      wgmma_commit_group();
+#pragma unroll
+      for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(acc[x]);
+    };
 
-        // S = Q K^T: kQkSteps chained instructions from zero.
-        Acc s_acc[kBc / 2];
+    mbarrier_wait(q_full, 0);
+    mine.end = min(mine.end, all.end);  // (the logits hook's producer copies one tile)
+    int it = 0;
+    for (int t = all.begin; t < min(mine.begin, all.end); ++t, ++it) {  // tiles only the other consumers see
+      wait_full(it);
+      release(it);
+    }
+    Acc s_acc[kBc / 2];
+    if (R::kOverlapS && mine.begin < mine.end) {
+      wait_full(it);
+      issue_s(it, s_acc);
+    }
+    for (int t = mine.begin; t < mine.end; ++t, ++it) {
+      if constexpr (!R::kOverlapS) {
+        wait_full(it);
+        issue_s(it, s_acc);
+      }
+      const std::uint8_t* sv = stage_at(it % G::kStages) + G::kKBytes;
+      const float* kscale = reinterpret_cast<const float*>(sv + G::kVBytes);
+      const int j0 = t * kBc;
+      wgmma_wait_group<0>();  // this tile's S
 #pragma unroll
-        for (int x = 0; x < kBc / 2; ++x) s_acc[x] = Acc(0);
+      for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(s_acc[x]);
+
+      if constexpr (LOGITS) {
+        if (block == 0 && consumer == 0 && warp == 0)
 #pragma unroll
-        for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(s_acc[x]);
+          for (int x = 0; x < kBc / 2; ++x) {
+            const int jb = x / 4, u = x % 4, col = 8 * jb + 2 * q4 + (u % 2);
+            std::int32_t bits;
+            std::memcpy(&bits, &s_acc[x], 4);
+            p.logits[(g + 8 * (u / 2)) * kBc + key_of_column<PV>(col)] = bits;
+          }
+        return;  // the producer copied this one tile only
+      }
+
+      // With kOverlapS the next tile's S runs on the tensor cores during this tile's softmax.
+      const bool has_next = R::kOverlapS && t + 1 < mine.end;
+      Acc s_next[kBc / 2];
+      if (has_next) {
+        wait_full(it + 1);
+        issue_s(it + 1, s_next);
+      }
+
+      // Scores in log2 units. Column col of S is key j0 + key_of_column(col).
+      float sc[kBc / 2];
+#pragma unroll
+      for (int x = 0; x < kBc / 2; ++x) {
+        const int jb = x / 4, u = x % 4, jj = key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
+        if constexpr (QK == QkType::int8) {
+          sc[x] = static_cast<float>(s_acc[x]) * (sqs[u / 2] * kscale[jj]) * p.c;
+        } else {
+          sc[x] = s_acc[x] * p.c;
+        }
+      }
+      // Masked keys are -inf; only tiles at an edge of N, the diagonal or the window have any (one
+      // branch per tile rather than one per score).
+      if (j0 + kBc > p.n || (p.causal && j0 + kBc - 1 > r0) || p.window > 0) {
+#pragma unroll
+        for (int x = 0; x < kBc / 2; ++x) {
+          const int jb = x / 4, u = x % 4, j = j0 + key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
+          if (!key_visible(row[u / 2], j, p.n, p.causal, p.window)) sc[x] = -INFINITY;
+        }
+      }
+
+      // Online softmax per row (two rows per lane), P quantized against the running max.
+      float alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int jb = 0; jb < kBc / 8; ++jb) mx = fmaxf(mx, fmaxf(sc[4 * jb + 2 * r], sc[4 * jb + 2 * r + 1]));
+        const float m_new = fmaxf(m[r], quad_max(mx));
+        alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
+        m[r] = m_new;
+      }
+      // pa: P as the A fragments of the kPvSteps instructions; ps: this lane's share of the row sums.
+      // e4m3: word w of step st holds 4 keys of row g + 8 (w % 2) from blocks 4 st + 2 (w / 2) and
+      // + 1 (two codes each); fp16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
+      std::uint32_t pa[kPvSteps][4];
+      float ps[2] = {0.0f, 0.0f};
+      // A row with every key so far masked has m = -inf: subtracting 0 instead keeps 2^(-inf) = 0.
+      const float m_sub[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
+#pragma unroll
+      for (int jb = 0; jb < kBc / 8; ++jb)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float pf[2], pq[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float x = sc[4 * jb + 2 * r + e];
+            pf[e] = exp2_flushed(x - m_sub[r]);
+          }
+          const int st = jb / kBlocksPerStep, in_step = jb % kBlocksPerStep;
+          if constexpr (PV == PvType::e4m3) {
+            const std::uint16_t codes = pack_e4m3x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
+            const float2 back = unpack_f16x2(widen_e4m3x2(codes));
+            pq[0] = back.x;
+            pq[1] = back.y;
+            std::uint32_t& w = pa[st][r + 2 * (in_step / 2)];
+            if (in_step % 2 == 0) w = codes;
+            else w |= static_cast<std::uint32_t>(codes) << 16;
+          } else {
+            const std::uint32_t packed = pack_f16x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
+            const float2 back = unpack_f16x2(packed);
+            pq[0] = back.x;
+            pq[1] = back.y;
+            pa[st][r + 2 * in_step] = packed;
+          }
+          ps[r] += p.denominator_quantized ? pq[0] + pq[1] : pf[0] + pf[1];
+        }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
+      // P's packing is ordinary (non-volatile) code: keep it above the wgmma.fence that must follow it.
+#pragma unroll
+      for (int st = 0; st < kPvSteps; ++st)
+#pragma unroll
+        for (int w = 0; w < 4; ++w) wgmma_fence_operand(pa[st][w]);
+
+      // O = alpha O + P V. Once a row's max settles alpha is exactly 1 and x * 1 = x, so a warp
+      // whose rows all have alpha = 1 skips the multiplies and changes no bit.
+      if (__any_sync(0xFFFFFFFFu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+        for (int x = 0; x < D / 2; ++x) o[x] *= alpha[(x % 4) / 2];
+      }
+      // acc += P V: kPvSteps chained instructions into acc (the tile's own sum, or O itself).
+      const auto pv_into = [&](float (&acc)[D / 2]) {
+#pragma unroll
+        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
         wgmma_fence();
 #pragma unroll
-        for (int st = 0; st < kQkSteps; ++st) {
-          const std::uint64_t da = tile_descriptor(my_q, R::kBm, st), db = tile_descriptor(sk, kBc, st);
-          if constexpr (QK == QkType::int8) wgmma_s8_ss<kBc>(s_acc, da, db);
-          else wgmma_f16_ss<kBc>(s_acc, da, db);
+        for (int st = 0; st < kPvSteps; ++st) {
+          const std::uint64_t db = tile_descriptor(sv, D, st);
+          if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
+          else wgmma_f16_rs<D>(acc, pa[st], db);
         }
         wgmma_commit_group();
         wgmma_wait_group<0>();
 #pragma unroll
-        for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(s_acc[x]);
-
-        if constexpr (LOGITS) {
-          if (block == 0 && consumer == 0 && warp == 0)
+        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
+      };
+      if constexpr (PER_TILE) {
+        float tile[D / 2];
 #pragma unroll
-            for (int x = 0; x < kBc / 2; ++x) {
-              const int jb = x / 4, u = x % 4, col = 8 * jb + 2 * q4 + (u % 2);
-              std::int32_t bits;
-              std::memcpy(&bits, &s_acc[x], 4);
-              p.logits[(g + 8 * (u / 2)) * kBc + key_of_column<PV>(col)] = bits;
-            }
-          return;  // the producer copied this one tile only
-        }
-
-        // Scores in log2 units. Column col of S is key j0 + key_of_column(col).
-        float sc[kBc / 2];
+        for (int x = 0; x < D / 2; ++x) tile[x] = 0.0f;
+        pv_into(tile);
+#pragma unroll
+        for (int x = 0; x < D / 2; ++x) o[x] += tile[x];  // one fp32 add per tile (nearest even)
+      } else {
+        pv_into(o);
+      }
+      release(it);  // pv_into waited for every group: this tile's products and the next tile's S
+      if (has_next) {
 #pragma unroll
         for (int x = 0; x < kBc / 2; ++x) {
-          const int jb = x / 4, u = x % 4, jj = key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
-          if constexpr (QK == QkType::int8) {
-            sc[x] = static_cast<float>(s_acc[x]) * (sqs[u / 2] * kscale[jj]) * p.c;
-          } else {
-            sc[x] = s_acc[x] * p.c;
-          }
-        }
-        // Masked keys are -inf; only tiles at an edge of N, the diagonal or the window have any (one
-        // branch per tile rather than one per score).
-        if (j0 + kBc > p.n || (p.causal && j0 + kBc - 1 > r0) || p.window > 0) {
-#pragma unroll
-          for (int x = 0; x < kBc / 2; ++x) {
-            const int jb = x / 4, u = x % 4, j = j0 + key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
-            if (!key_visible(row[u / 2], j, p.n, p.causal, p.window)) sc[x] = -INFINITY;
-          }
-        }
-
-        // Online softmax per row (two rows per lane), P quantized against the running max.
-        float alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float mx = -INFINITY;
-#pragma unroll
-          for (int jb = 0; jb < kBc / 8; ++jb) mx = fmaxf(mx, fmaxf(sc[4 * jb + 2 * r], sc[4 * jb + 2 * r + 1]));
-          const float m_new = fmaxf(m[r], quad_max(mx));
-          alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
-          m[r] = m_new;
-        }
-        // pa: P as the A fragments of the kPvSteps instructions; ps: this lane's share of the row sums.
-        // e4m3: word w of step st holds 4 keys of row g + 8 (w % 2) from blocks 4 st + 2 (w / 2) and
-        // + 1 (two codes each); fp16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
-        std::uint32_t pa[kPvSteps][4];
-        float ps[2] = {0.0f, 0.0f};
-        // A row with every key so far masked has m = -inf: subtracting 0 instead keeps 2^(-inf) = 0.
-        const float m_sub[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
-#pragma unroll
-        for (int jb = 0; jb < kBc / 8; ++jb)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            float pf[2], pq[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float x = sc[4 * jb + 2 * r + e];
-              pf[e] = exp2_flushed(x - m_sub[r]);
-            }
-            const int st = jb / kBlocksPerStep, in_step = jb % kBlocksPerStep;
-            if constexpr (PV == PvType::e4m3) {
-              const std::uint16_t codes = pack_e4m3x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
-              const float2 back = unpack_f16x2(widen_e4m3x2(codes));
-              pq[0] = back.x;
-              pq[1] = back.y;
-              std::uint32_t& w = pa[st][r + 2 * (in_step / 2)];
-              if (in_step % 2 == 0) w = codes;
-              else w |= static_cast<std::uint32_t>(codes) << 16;
-            } else {
-              const std::uint32_t packed = pack_f16x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
-              const float2 back = unpack_f16x2(packed);
-              pq[0] = back.x;
-              pq[1] = back.y;
-              pa[st][r + 2 * in_step] = packed;
-            }
-            ps[r] += p.denominator_quantized ? pq[0] + pq[1] : pf[0] + pf[1];
-          }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
-        // P's packing is ordinary (non-volatile) code: keep it above the wgmma.fence that must follow it.
-#pragma unroll
-        for (int st = 0; st < kPvSteps; ++st)
-#pragma unroll
-          for (int w = 0; w < 4; ++w) wgmma_fence_operand(pa[st][w]);
-
-        // O = alpha O + P V. Once a row's max settles alpha is exactly 1 and x * 1 = x, so a warp
-        // whose rows all have alpha = 1 skips the multiplies and changes no bit.
-        if (__any_sync(0xFFFFFFFFu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-          for (int x = 0; x < D / 2; ++x) o[x] *= alpha[(x % 4) / 2];
-        }
-        // acc += P V: kPvSteps chained instructions into acc (the tile's own sum, or O itself).
-        const auto pv_into = [&](float (&acc)[D / 2]) {
-#pragma unroll
-          for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
-          wgmma_fence();
-#pragma unroll
-          for (int st = 0; st < kPvSteps; ++st) {
-            const std::uint64_t db = tile_descriptor(sv, D, st);
-            if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
-            else wgmma_f16_rs<D>(acc, pa[st], db);
-          }
-          wgmma_commit_group();
-          wgmma_wait_group<0>();
-#pragma unroll
-          for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
-        };
-        if constexpr (PER_TILE) {
-          float tile[D / 2];
-#pragma unroll
-          for (int x = 0; x < D / 2; ++x) tile[x] = 0.0f;
-          pv_into(tile);
-#pragma unroll
-          for (int x = 0; x < D / 2; ++x) o[x] += tile[x];  // one fp32 add per tile (nearest even)
-        } else {
-          pv_into(o);
+          wgmma_fence_operand(s_next[x]);
+          s_acc[x] = s_next[x];
         }
       }
-      __syncwarp();  // the warp's reads of this stage (wgmma's waited for, the scales') come before its release
-      if (lane == 0) mbarrier_arrive(&empty[s]);
+    }
+    for (; it < all.end - all.begin; ++it) {  // tiles after this consumer's last
+      wait_full(it);
+      release(it);
     }
     if constexpr (!LOGITS) {
       store_rows<D>(p.out + static_cast<long>(h) * p.n * D, p.v_scales ? p.v_scales + kh * D : nullptr, p.n, row, l,
