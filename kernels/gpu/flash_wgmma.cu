@@ -436,6 +436,10 @@ TileMaps tile_maps(const Params& p) {
 
 template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS>
 void launch_one(const Params& p) {
+  // (Also what keeps a device pass without wgmma, which drops the kernel's body, from warning that
+  // these are unused.)
+  static_assert(Smem<QK, PV, D>::kTileBytes <= Smem<QK, PV, D>::kStageBytes, "a tile's copies fit its stage");
+  static_assert(!Roles<D>::kOverlapS || Roles<D>::kConsumerRegisters == 240, "the S overlap was sized at 240 registers");
   const int blocks = LOGITS ? 1 : (p.n + Roles<D>::kBm - 1) / Roles<D>::kBm;
   auto kernel = flash_wgmma_kernel<QK, PV, D, PER_TILE, LOGITS>;
   const int shared = Smem<QK, PV, D>::kBytes;
