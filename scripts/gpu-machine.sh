@@ -30,7 +30,7 @@ sdpa_args=()
 if [[ -f "$logs/sdpa.json" ]]; then sdpa_args=(--sdpa "$logs/sdpa.json"); fi
 step bench-gpu build-gpu/harness/qattn bench gpu "${sdpa_args[@]}" --out "$logs/bench-gpu.md"
 # The sanitizers on a representative set: each family's tuning test (ragged N, causal, GQA).
-sanitized="dot4 kernel: tuning changes no bit,integer softmax kernels: tuning changes no bit,mma kernel: tuning changes no bit,decode: tuning changes no bit,wgmma kernel: per-tile and into-O accumulation agree bit for bit on one key tile"
+sanitized="dot4 kernel: tuning changes no bit,integer softmax kernels: tuning changes no bit,mma kernel: tuning changes no bit,decode: tuning changes no bit,decode fast: tuning changes no bit,wgmma kernel: per-tile and into-O accumulation agree bit for bit on one key tile"
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 build-gpu/tests/test_gpu "$sanitized"
 step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 build-gpu/tests/test_gpu "$sanitized"
 grep -hE "seed|dB" "$logs/gpu-tests.log" || true

@@ -1,7 +1,7 @@
 // `qattn bench gpu`: the mma flash kernels (int8 QK + e4m3 PV, and fp16) beside PyTorch's SDPA
 // (flash and cuDNN backends, bf16) and SageAttention 1.0.6 (Triton, int8 QK + fp16 PV), both
-// measured by scripts/bench_sdpa.py on the same machine, and the
-// decode kernel's bandwidth beside a device copy's, in one run. The mma family is NVIDIA-only, so
+// measured by scripts/bench_sdpa.py on the same machine, and the decode kernels' bandwidth (the
+// bit-faithful reference and the fast path) beside a device copy's, in one run. The mma family is NVIDIA-only, so
 // this needs the CUDA build; any other build keeps the subcommand and says how to get it, as
 // `qattn run --backend gpu` does.
 #include <fmt/core.h>
@@ -14,6 +14,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/cli/commands.hpp"
@@ -23,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/gpu/flash_decode.hpp"
+#include "kernels/gpu/flash_decode_fast.hpp"
 #include "kernels/gpu/flash_dot4.hpp"  // device_name()
 #include "kernels/gpu/flash_mma.hpp"
 #include "kernels/gpu/flash_wgmma.hpp"
@@ -260,7 +262,8 @@ int run_bench_gpu(Opts& o) {
   r.line(fmt::format("Decode: B={}, Hq={}, Hkv={}, N={}, d={}, one query token per sequence, split-K {}{}, {} threads per split "
                      "block; median of {} launches. "
                      "GB/s = (K codes and scales + V codes and scales + Q + output bytes; split-K partials not counted) / time; "
-                     "copy = a 2 GiB device-to-device copy in the same run, read + write counted.",
+                     "copy = a 2 GiB device-to-device copy in the same run, read + write counted. Rows \"fast\": flash_decode_fast "
+                     "(same recipe and bytes; its threads follow from d and the GQA group).",
                      kDecodeBatch, kDecodeQHeads, kDecodeKvHeads, kDecodeTokens, kDecodeDim, o.split_k,
                      split_default ? fmt::format(" (default: the smallest power of two with B*Hkv*split >= 4 x {} SMs)", sms)
                                    : std::string(),
@@ -268,11 +271,17 @@ int run_bench_gpu(Opts& o) {
   r.line();
   r.line(fmt::format("| V format | ms | GB/s | copy GB/s | ratio | target >= {:.2f} | MB read | split blocks (resident per SM) |", kDecodeTarget));
   r.line("|---|---:|---:|---:|---:|---|---:|---:|");
-  for (const gpu::DecodeV v : kDecodeFormats) {
-    const char* name = gpu::decode_v_name(v);
+  // Per V format the reference (bit-faithful; its threads are --decode-threads), then the fast path.
+  std::vector<std::pair<gpu::DecodeV, bool>> decode_rows;
+  for (const gpu::DecodeV v : kDecodeFormats)
+    for (const bool fast : {false, true}) decode_rows.emplace_back(v, fast);
+  for (const auto& [v, fast] : decode_rows) {
+    const std::string name = fmt::format("{}{}", gpu::decode_v_name(v), fast ? " fast" : "");
     try {
-      const gpu::DecodeBench b = gpu::bench_flash_decode(v, kDecodeBatch, kDecodeQHeads, kDecodeKvHeads, kDecodeTokens, kDecodeDim,
-                                                         o.split_k, o.reps, decode_tuning);
+      const gpu::DecodeBench b =
+          fast ? gpu::bench_flash_decode_fast(v, kDecodeBatch, kDecodeQHeads, kDecodeKvHeads, kDecodeTokens, kDecodeDim, o.split_k, o.reps)
+               : gpu::bench_flash_decode(v, kDecodeBatch, kDecodeQHeads, kDecodeKvHeads, kDecodeTokens, kDecodeDim, o.split_k, o.reps,
+                                         decode_tuning);
       const double ratio = b.gbytes_per_s / b.copy_gbytes_per_s;
       r.line(fmt::format("| {} | {:.3f} | {:.0f} | {:.0f} | {:.2f} | {} | {:.1f} | {} ({}) |", name, b.ms, b.gbytes_per_s,
                          b.copy_gbytes_per_s, ratio, ratio >= kDecodeTarget ? "met" : "NOT met", b.bytes / 1e6, b.blocks,

@@ -20,66 +20,26 @@
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
+#include "kernels/gpu/decode_shared.hpp"
 #include "kernels/gpu/flash_decode.hpp"
 #include "kernels/gpu/platform.hpp"
 
 namespace qattn::gpu {
 
+using namespace decode_detail;
+
 namespace {
 
 constexpr int kMaxThreads = 256;  // with 4 blocks per SM: at most 64 registers (no spills)
-constexpr int kMinDim = 32, kMaxDim = 256;
-constexpr int kMaxTile = 256;
-constexpr std::size_t kArrayPad = 256;  // bytes behind every device array: the 16-byte copies of a
-                                        // tile's last run may read up to 15 bytes past its end
-constexpr float kLog2e = 1.44269504088896340736f;
-
-// ---- P's rounding: the emulator's NonNegativeRounder, in fp32 on the device ----
-
-struct PRound {
-  bool integer = false;
-  int shift = 0;  // 23 - explicit mantissa bits (float formats); 0 for fp32 itself
-  float max = 0, min_normal = 0, quantum = 0;
-};
-
-PRound p_round_of(FormatId id) {
-  const Format f = format_of(id);
-  PRound r;
-  r.integer = f.kind == Kind::integer;
-  r.shift = 23 - f.man_bits;
-  r.max = static_cast<float>(max_finite(f));
-  r.min_normal = static_cast<float>(min_normal(f));
-  r.quantum = static_cast<float>(min_subnormal(f));
-  return r;
-}
-
-// y >= 0 rounded to the format, saturating: equal to decode(encode(f, y)) (a test checks every
-// midpoint on the device).
-__device__ inline float round_p(const PRound& r, float y) {
-  if (!(y < r.max)) return r.max;
-  if (r.integer) return rintf(y);  // ties to even
-  if (r.shift == 0) return y;
-  if (y < r.min_normal) return rintf(y / r.quantum) * r.quantum;  // exact scalings by powers of two
-  std::uint32_t u = __builtin_bit_cast(std::uint32_t, y);
-  u += ((1u << (r.shift - 1)) - 1u) + ((u >> r.shift) & 1u);
-  u &= ~((1u << r.shift) - 1u);
-  const float v = __builtin_bit_cast(float, u);
-  return v > r.max ? r.max : v;
-}
-
-__device__ inline float decode_int8_bits(std::uint32_t b) { return static_cast<float>(static_cast<std::int8_t>(b & 0xFFu)); }
 
 // ---- shared-memory layout of a split block (byte offsets, all 16-byte aligned) ----
 
 struct Layout {
   int q = 0, q_scales = 0, s = 0, p = 0, o = 0, m = 0, l = 0, a = 0, v_channel = 0, v_group_scales = 0;  // fixed regions
-  int buffers = 0, buffer_bytes = 0;  // two tile buffers
-  int k_stride = 0;                   // inside a buffer: K rows (d bytes + 16: no bank conflicts) ...
-  int k_scales = 0, v = 0, v_scales = 0;  // ... then K scales, V rows, V scales
+  int buffers = 0;  // two tile buffers
+  TileLayout tile;  // inside a buffer
   int total = 0;
 };
-
-int up16(int x) { return (x + 15) & ~15; }
 
 Layout layout_of(int group_heads, int d, int groups, int k_scale_bytes, int bc, DecodeV vf, int v_row, int v_group) {
   Layout L;
@@ -100,82 +60,17 @@ Layout layout_of(int group_heads, int d, int groups, int k_scale_bytes, int bc, 
   L.a = take(4 * G);
   L.v_channel = take(vf == DecodeV::e4m3 ? 4 * d : 0);
   L.v_group_scales = take(vf == DecodeV::e4m3 ? 0 : 4 * bc * (d / v_group));
-  L.k_stride = d + 16;
-  L.k_scales = up16(bc * L.k_stride);
-  L.v = L.k_scales + up16(bc * groups * k_scale_bytes);
-  L.v_scales = L.v + up16(bc * v_row);
-  L.buffer_bytes = L.v_scales + (vf == DecodeV::e4m3 ? 0 : up16(bc * (d / v_group) * 2));
-  L.buffers = take(2 * L.buffer_bytes);
+  L.tile = tile_layout_of(d, groups, k_scale_bytes, bc, vf, v_row, v_group);
+  L.buffers = take(2 * L.tile.bytes);
   L.total = off;
   return L;
 }
 
-struct Params {
-  const std::uint32_t* q = nullptr;  // [B][Hq][d/4]
-  const float* q_scales = nullptr;   // [B][Hq][groups]
-  const std::uint8_t *k = nullptr, *k_scales = nullptr, *v = nullptr, *v_scales = nullptr;
-  const int *key_lo = nullptr, *key_hi = nullptr;  // [B]
-  float *part_m = nullptr, *part_l = nullptr;      // [B][Hq][splits]
-  float* part_o = nullptr;                         // [B][Hq][splits][d]
-  float* out = nullptr;                            // [B][Hq][d]
-  int hq = 0, hkv = 0, cap = 0, d = 0, group = 0, groups = 0, v_group = 32, v_row = 0, bc = 0, splits = 1, k_scale_bytes = 2;
-  float c = 0, p_mult = 1;
-  bool denominator_quantized = true;
-  bool row_sum_exact = false;  // the tile's sum of quantized P is exact in fp32 in any order
-  PRound pr;
+struct Params : SplitParams {
   Layout lay;
 };
 
 // ---- kernel 1: one split of one (batch, kv head) ----
-
-__device__ inline void copy_run(unsigned char* dst, const std::uint8_t* src, int bytes) {
-  for (int c = threadIdx.x; 16 * c < bytes; c += blockDim.x) async_copy_16(dst + 16 * c, src + 16L * c, true);
-}
-
-// Issues the async copies of keys [j0, j0 + rows) of cache row block `bkh` into a tile buffer.
-template <DecodeV VF>
-__device__ inline void issue_tile(const Params& p, unsigned char* buf, long bkh, int j0, int rows) {
-  const long key0 = bkh * p.cap + j0;
-  // K payload: d bytes a key, into rows of k_stride bytes; consecutive threads take consecutive
-  // 16-byte pieces of consecutive keys (coalesced).
-  const int parts = p.d / 16, rows_per_pass = blockDim.x / parts;
-  const int r0 = threadIdx.x / parts, e = threadIdx.x - r0 * parts;
-  if (r0 < rows_per_pass) {
-    const std::uint8_t* k = p.k + key0 * p.d + 16 * e;
-    for (int r = r0; r < rows; r += rows_per_pass) async_copy_16(buf + r * p.lay.k_stride + 16 * e, k + static_cast<long>(r) * p.d, true);
-  }
-  // K scales, V codes, V scales: contiguous runs, copied whole.
-  copy_run(buf + p.lay.k_scales, p.k_scales + key0 * p.groups * p.k_scale_bytes, rows * p.groups * p.k_scale_bytes);
-  copy_run(buf + p.lay.v, p.v + key0 * p.v_row, rows * p.v_row);
-  if (VF != DecodeV::e4m3) {
-    const int vg = p.d / p.v_group;
-    copy_run(buf + p.lay.v_scales, p.v_scales + key0 * vg * 2, rows * vg * 2);
-  }
-}
-
-// The raw score of one (query row, key): one int dot per scale block, scaled and summed in fp32 in
-// block order, as the emulator's Scorer (one block: float(dot) * (sq * sk), the same value).
-__device__ inline float raw_score(const Params& p, const std::int8_t* q_row, const float* q_scales, const unsigned char* k_row,
-                                  const unsigned char* k_scales) {
-  const uint4* qv = reinterpret_cast<const uint4*>(q_row);
-  const uint4* kv = reinterpret_cast<const uint4*>(k_row);
-  const int per_group = p.group / 16;
-  float s = 0.0f;
-  for (int gi = 0, v = 0; gi < p.groups; ++gi) {
-    int dot = 0;
-    for (int e = 0; e < per_group; ++e, ++v) {
-      const uint4 a = qv[v], b = kv[v];
-      dot = dot4_i8(static_cast<int>(a.x), static_cast<int>(b.x), dot);
-      dot = dot4_i8(static_cast<int>(a.y), static_cast<int>(b.y), dot);
-      dot = dot4_i8(static_cast<int>(a.z), static_cast<int>(b.z), dot);
-      dot = dot4_i8(static_cast<int>(a.w), static_cast<int>(b.w), dot);
-    }
-    const float sk = p.k_scale_bytes == 2 ? decode_fp16_bits(reinterpret_cast<const std::uint16_t*>(k_scales)[gi])
-                                          : reinterpret_cast<const float*>(k_scales)[gi];
-    s = s + static_cast<float>(dot) * (q_scales[gi] * sk);
-  }
-  return s;
-}
 
 // H: query heads per PV work item (4, 2 or 1, dividing the group); kFused: P * v is exact in fp32,
 // so fmaf rounds as the emulator's multiply-then-add (decode_pv_products_exact).
@@ -184,7 +79,6 @@ __global__ void __launch_bounds__(kMaxThreads, 4) decode_split_kernel(Params p) 
   extern __shared__ uint4 shared_vec[];
   unsigned char* sm = reinterpret_cast<unsigned char*>(shared_vec);
   const int tid = threadIdx.x, nt = blockDim.x;
-  const int lane = tid % kWaveSize, wave = tid / kWaveSize, waves = nt / kWaveSize;
   const int split = blockIdx.x, kh = blockIdx.y, b = blockIdx.z;
   const int G = p.hq / p.hkv, d = p.d, bc = p.bc;
   const long bkh = static_cast<long>(b) * p.hkv + kh;                     // (batch, kv head)
@@ -202,26 +96,13 @@ __global__ void __launch_bounds__(kMaxThreads, 4) decode_split_kernel(Params p) 
   float* vgs = reinterpret_cast<float*>(sm + p.lay.v_group_scales);  // q8_0 / q4_0: the tile's V scales [bc][d / v_group]
   unsigned char* const buffers = sm + p.lay.buffers;  // tile i of the split in buffer i % 2
 
-  // The split's key tiles, as RowEmulator::start assigns them: per_split = ceil(tiles / splits).
-  const int lo = p.key_lo[b], hi = p.key_hi[b];
-  const int t_first = lo / bc, t_end = max(t_first, (hi + bc - 1) / bc);
-  const int per = max(1, (t_end - t_first + p.splits - 1) / p.splits);
-  const int ta = min(t_end, t_first + split * per), tb = min(t_end, ta + per);
+  const SplitTiles st = split_tiles(p, b, split);
+  const int lo = st.lo, hi = st.hi, ta = st.ta, tb = st.tb;
 
   // The group's query rows and scales, V's channel scales, the running state.
-  {
-    const uint4* src = reinterpret_cast<const uint4*>(p.q + bh0 * (d / 4));
-    uint4* dst = reinterpret_cast<uint4*>(qs);
-    for (int i = tid; i < G * d / 16; i += nt) dst[i] = src[i];
-  }
-  for (int i = tid; i < G * p.groups; i += nt) qsc[i] = p.q_scales[bh0 * p.groups + i];
+  load_queries(p, bh0, G, qs, qsc, M, L, A);
   if (VF == DecodeV::e4m3) {
     for (int c = tid; c < d; c += nt) vch[c] = reinterpret_cast<const float*>(p.v_scales)[bkh * d + c];
-  }
-  for (int g = tid; g < G; g += nt) {
-    M[g] = -INFINITY;
-    L[g] = 0.0f;
-    A[g] = 1.0f;
   }
   for (int i = tid; i < G * d; i += nt) O[i] = 0.0f;
   if (ta < tb) issue_tile<VF>(p, buffers, bkh, ta * bc, min(hi, ta * bc + bc) - ta * bc);
@@ -231,69 +112,23 @@ __global__ void __launch_bounds__(kMaxThreads, 4) decode_split_kernel(Params p) 
   for (int t = ta; t < tb; ++t) {
     const int j0 = t * bc;
     const int jlo = max(lo - j0, 0), jhi = min(hi - j0, bc);  // keys of the tile the query sees
-    const unsigned char* cur = buffers + ((t - ta) & 1) * p.lay.buffer_bytes;
+    const unsigned char* cur = buffers + ((t - ta) & 1) * p.lay.tile.bytes;
     async_wait<0>();
     __syncthreads();  // tile t has landed; every thread is done with tile t - 1 and its buffer
-    if (t + 1 < tb) issue_tile<VF>(p, buffers + ((t - ta + 1) & 1) * p.lay.buffer_bytes, bkh, j0 + bc, min(hi, j0 + 2 * bc) - (j0 + bc));
+    if (t + 1 < tb) issue_tile<VF>(p, buffers + ((t - ta + 1) & 1) * p.lay.tile.bytes, bkh, j0 + bc, min(hi, j0 + 2 * bc) - (j0 + bc));
     async_commit();
 
-    // S = Q K^T for every (query head, key) of the tile; invisible keys are -inf.
-    const unsigned char* ks = cur + p.lay.k_scales;
-    for (int pair = tid; pair < G * bc; pair += nt) {
-      const int g = pair / bc, jj = pair - g * bc;
-      float s = -INFINITY;
-      if (jj >= jlo && jj < jhi) {
-        s = raw_score(p, qs + g * d, qsc + g * p.groups, cur + jj * p.lay.k_stride, ks + jj * p.groups * p.k_scale_bytes) * p.c;
-      }
-      S[pair] = s;
-    }
-    if (VF != DecodeV::e4m3) {  // the tile's V scales, decoded once (read after two barriers)
-      const std::uint16_t* vs16 = reinterpret_cast<const std::uint16_t*>(cur + p.lay.v_scales);
-      for (int i = tid; i < jhi * vgroups; i += nt) vgs[i] = decode_fp16_bits(vs16[i]);
-    }
+    // S = Q K^T for every (query head, key) of the tile; the tile's V scales (read after two barriers).
+    score_tile<VF>(p, G, qs, qsc, cur, jlo, jhi, S, vgs);
     __syncthreads();
 
     // Online softmax, one wave per query head: P against the running max, quantized.
-    for (int g = wave; g < G; g += waves) {
-      float* srow = S + g * bc;
-      float tile_max = -INFINITY;
-      for (int jj = lane; jj < bc; jj += kWaveSize) tile_max = fmaxf(tile_max, srow[jj]);
-      tile_max = wave_max(tile_max);
-      const float m_old = M[g], m_new = fmaxf(m_old, tile_max);
-      float alpha = 1.0f, row_sum = 0.0f;
-      if (m_new != -INFINITY) {  // always: every tile of the range holds a visible key
-        alpha = m_old == -INFINITY ? 0.0f : exp2f(m_old - m_new);
-        for (int jj = lane; jj < bc; jj += kWaveSize) {
-          const float s = srow[jj];
-          const float pf = s == -INFINITY ? 0.0f : exp2f(s - m_new);
-          const float pq = round_p(p.pr, pf * p.p_mult);
-          P[jj * G + g] = pq;
-          const float term = p.denominator_quantized ? pq : pf;
-          row_sum += term;
-          if (!p.row_sum_exact) srow[jj] = term;  // for the in-order sum below
-        }
-      } else {
-        for (int jj = lane; jj < bc; jj += kWaveSize) P[jj * G + g] = srow[jj] = 0.0f;
-      }
-      if (p.row_sum_exact) {
-        row_sum = wave_sum(row_sum);  // every partial sum is exact: any order gives the in-order sum
-      } else {
-        wave_sync();
-        row_sum = 0.0f;  // the emulator's order, key by key (lane 0's result is the one kept)
-        for (int jj = 0; jj < bc; ++jj) row_sum += srow[jj];
-      }
-      wave_sync();  // every lane has read M[g] and srow before lane 0 writes the row's state
-      if (lane == 0) {
-        L[g] = alpha * L[g] + row_sum;
-        if (m_new != -INFINITY) M[g] = m_new;
-        A[g] = alpha;
-      }
-    }
+    softmax_tile(p, G, S, P, M, L, A);
     __syncthreads();
 
     // O = O * alpha, then O += P V key by key: item = (channel, H query heads); each V element is
     // dequantized once for the H heads.
-    const unsigned char* vrows = cur + p.lay.v;
+    const unsigned char* vrows = cur + p.lay.tile.v;
     for (int item = tid; item < items; item += nt) {
       const int c = item % d, g0 = (item / d) * H;
       float acc[H];
@@ -313,19 +148,7 @@ __global__ void __launch_bounds__(kMaxThreads, 4) decode_split_kernel(Params p) 
         }
         const float* pr = P + jj * G + g0;
         float pj[H];
-        if constexpr (H == 4) {
-          const float4 x4 = *reinterpret_cast<const float4*>(pr);
-          pj[0] = x4.x;
-          pj[1] = x4.y;
-          pj[2] = x4.z;
-          pj[3] = x4.w;
-        } else if constexpr (H == 2) {
-          const float2 x2 = *reinterpret_cast<const float2*>(pr);
-          pj[0] = x2.x;
-          pj[1] = x2.y;
-        } else {
-          pj[0] = pr[0];
-        }
+        load_p<H>(pr, pj);
 #pragma unroll
         for (int h = 0; h < H; ++h) acc[h] = kFused ? fmaf(pj[h], v, acc[h]) : acc[h] + pj[h] * v;
       }
@@ -336,34 +159,10 @@ __global__ void __launch_bounds__(kMaxThreads, 4) decode_split_kernel(Params p) 
   __syncthreads();
 
   // The split's partial (m, l, o) per query head; an empty split leaves (-inf, 0, 0).
-  for (int g = tid; g < G; g += nt) {
-    const long slot = (bh0 + g) * p.splits + split;
-    p.part_m[slot] = M[g];
-    p.part_l[slot] = L[g];
-  }
+  write_state(p, bh0, G, split, M, L);
   for (int i = tid; i < G * d; i += nt) {
     const int g = i / d, c = i - g * d;
     p.part_o[((bh0 + g) * p.splits + split) * d + c] = O[i];
-  }
-}
-
-// ---- kernel 2: merge the splits of one (batch, query head) and normalize ----
-
-__global__ void __launch_bounds__(1024) decode_merge_kernel(Params p) {
-  const long bh = blockIdx.x;
-  const float* m = p.part_m + bh * p.splits;
-  const float* l = p.part_l + bh * p.splits;
-  float mx = -INFINITY;
-  for (int k = 0; k < p.splits; ++k) mx = fmaxf(mx, m[k]);
-  for (int c = threadIdx.x; c < p.d; c += blockDim.x) {
-    float lsum = 0.0f, o = 0.0f;
-    for (int k = 0; k < p.splits; ++k) {
-      const float f = m[k] == -INFINITY ? 0.0f : exp2f(m[k] - mx);
-      lsum = lsum + f * l[k];
-      o = o + f * p.part_o[(bh * p.splits + k) * p.d + c];
-    }
-    const float denom = p.denominator_quantized ? lsum : lsum * p.p_mult;
-    p.out[bh * p.d + c] = o / denom;
   }
 }
 
@@ -413,8 +212,6 @@ __global__ void fill_random_kernel(std::uint32_t* dst, std::size_t words, std::u
 
 // ---- host side ----
 
-int round_up(int x, int q) { return (x + q - 1) / q * q; }
-
 int heads_per_item(int group_heads) { return group_heads % 4 == 0 ? 4 : group_heads % 2 == 0 ? 2 : 1; }
 
 bool is_fp16_value(float x) {
@@ -424,47 +221,6 @@ bool is_fp16_value(float x) {
 
 std::uint16_t fp16_bits(float x) { return static_cast<std::uint16_t>(encode(format_of(FormatId::fp16), x)); }
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument("flash_decode: " + what);
-}
-
-void check_inputs(const DecodeInputs& in) {
-  require(in.batch >= 1 && in.q_heads >= 1 && in.kv_heads >= 1 && in.tokens >= 1,
-          "batch, heads and tokens must be positive (got batch " + std::to_string(in.batch) + ", heads " + std::to_string(in.q_heads) + "/" +
-              std::to_string(in.kv_heads) + ", tokens " + std::to_string(in.tokens) + ")");
-  require(in.q_heads % in.kv_heads == 0, "query heads " + std::to_string(in.q_heads) + " must be a multiple of kv heads " + std::to_string(in.kv_heads));
-  require(in.dim % 32 == 0 && in.dim >= kMinDim && in.dim <= kMaxDim,
-          "head dim " + std::to_string(in.dim) + " must be a multiple of 32 in [32, 256]");
-  require(in.group > 0 && in.dim % in.group == 0 && in.group % 16 == 0,
-          "Q/K scale group " + std::to_string(in.group) + " must be a multiple of 16 dividing the head dim " + std::to_string(in.dim));
-  require(in.block_k % 16 == 0 && in.block_k >= 16 && in.block_k <= kMaxTile,
-          "key tile " + std::to_string(in.block_k) + " must be a multiple of 16 in [16, 256]");
-  require(in.split_k >= 1, "split_k must be >= 1");
-  require(in.p_format != FormatId::e8m0, "P in e8m0 is not a P format");
-  require(in.p_multiplier > 0 && std::isfinite(in.p_multiplier), "the P multiplier must be positive and finite");
-  if (in.v_format != DecodeV::e4m3) {
-    require(in.v_group >= 2 && in.v_group % 2 == 0 && in.dim % in.v_group == 0,
-            "V scale group " + std::to_string(in.v_group) + " must be even and divide the head dim");
-  }
-  const std::size_t B = in.batch, hq = in.q_heads, hkv = in.kv_heads, n = in.tokens, d = in.dim, groups = in.dim / in.group;
-  const auto size_is = [](std::size_t got, std::size_t want, const char* what) {
-    require(got == want, std::string(what) + " has " + std::to_string(got) + " elements; expected " + std::to_string(want));
-  };
-  size_is(in.q_codes.size(), B * hq * d, "q_codes");
-  size_is(in.q_scales.size(), B * hq * groups, "q_scales");
-  size_is(in.k_codes.size(), B * hkv * n * d, "k_codes");
-  size_is(in.k_scales.size(), B * hkv * n * groups, "k_scales");
-  size_is(in.v_codes.size(), B * hkv * n * d, "v_codes");
-  size_is(in.v_scales.size(), in.v_format == DecodeV::e4m3 ? B * hkv * d : B * hkv * n * (d / in.v_group), "v_scales");
-  size_is(in.key_lo.size(), B, "key_lo");
-  size_is(in.key_hi.size(), B, "key_hi");
-  for (std::size_t b = 0; b < B; ++b) {
-    require(in.key_lo[b] >= 0 && in.key_lo[b] < in.key_hi[b] && in.key_hi[b] <= in.tokens,
-            "batch entry " + std::to_string(b) + ": keys [" + std::to_string(in.key_lo[b]) + ", " + std::to_string(in.key_hi[b]) +
-                ") must be a non-empty range inside [0, " + std::to_string(in.tokens) + ")");
-  }
-}
-
 std::vector<std::uint32_t> pack_words(const std::int8_t* codes, std::size_t count) {
   std::vector<std::uint32_t> words(count / 4);
   for (std::size_t w = 0; w < words.size(); ++w) {
@@ -473,15 +229,6 @@ std::vector<std::uint32_t> pack_words(const std::int8_t* codes, std::size_t coun
     words[w] = x;
   }
   return words;
-}
-
-template <typename T>
-const std::uint8_t* upload_padded(DeviceBuffers& mem, const std::vector<T>& host) {
-  const std::size_t bytes = sizeof(T) * host.size();
-  std::uint8_t* dev = mem.alloc<std::uint8_t>(bytes + kArrayPad);
-  fill_bytes(dev + bytes, 0, kArrayPad);
-  copy_to_device(dev, host.data(), bytes);
-  return dev;
 }
 
 using SplitKernel = void (*)(Params);
@@ -504,14 +251,7 @@ SplitKernel split_kernel_for(DecodeV vf, int h, bool fused) {
   return nullptr;
 }
 
-// The launch of one decode: the kernel, its shape and its parameters (device pointers filled by the caller).
-struct Launch {
-  Params p;
-  SplitKernel kernel = nullptr;
-  dim3 grid;
-  int threads = 0, merge_threads = 0, merge_blocks = 0;
-  bool fused = false;
-};
+using Launch = DecodeLaunch<Params>;
 
 Launch plan(int batch, int q_heads, int kv_heads, int capacity, int dim, int group, bool k_scales_fp16, DecodeV vf, int v_group,
             float score_factor, FormatId p_format, float p_multiplier, bool denominator_quantized, int block_k, int split_k, bool fused,
@@ -520,17 +260,69 @@ Launch plan(int batch, int q_heads, int kv_heads, int capacity, int dim, int gro
   require(tuning.threads % ws == 0 && tuning.threads >= ws && tuning.threads <= kMaxThreads,
           "tuning.threads " + std::to_string(tuning.threads) + " must be a multiple of the wave size " + std::to_string(ws) + ", at most " +
               std::to_string(kMaxThreads));
-  require(tuning.merge_threads % ws == 0 && tuning.merge_threads >= ws && tuning.merge_threads <= 1024,
-          "tuning.merge_threads " + std::to_string(tuning.merge_threads) + " must be a multiple of the wave size, at most 1024");
+  check_merge_threads(tuning.merge_threads, "flash_decode");
   Launch l;
   Params& p = l.p;
+  set_split_params(p, q_heads, kv_heads, capacity, dim, group, k_scales_fp16, vf, v_group, score_factor, p_format, p_multiplier,
+                   denominator_quantized, block_k, split_k);
+  const int group_heads = q_heads / kv_heads, h = heads_per_item(group_heads);
+  p.lay = layout_of(group_heads, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group);
+  l.kernel = split_kernel_for(vf, h, fused);
+  l.grid = dim3(split_k, kv_heads, batch);
+  l.threads = tuning.threads;
+  l.merge_threads = tuning.merge_threads;
+  l.merge_blocks = batch * q_heads;
+  return l;
+}
+
+
+int significant_bits(float x) {
+  const std::uint32_t m = (__builtin_bit_cast(std::uint32_t, x) & 0x7FFFFFu) | 0x800000u;
+  return 24 - __builtin_ctz(m);
+}
+
+}  // namespace
+
+// ---- what flash_decode_fast.cu shares (decode_shared.hpp) ----
+
+namespace decode_detail {
+
+void require(bool ok, const std::string& what, const char* who) {
+  if (!ok) throw std::invalid_argument(std::string(who) + ": " + what);
+}
+
+int round_up(int x, int q) { return (x + q - 1) / q * q; }
+
+PRound p_round_of(FormatId id) {
+  const Format f = format_of(id);
+  PRound r;
+  r.integer = f.kind == Kind::integer;
+  r.shift = 23 - f.man_bits;
+  r.max = static_cast<float>(max_finite(f));
+  r.min_normal = static_cast<float>(min_normal(f));
+  r.quantum = static_cast<float>(min_subnormal(f));
+  return r;
+}
+
+TileLayout tile_layout_of(int d, int groups, int k_scale_bytes, int bc, DecodeV vf, int v_row, int v_group) {
+  TileLayout t;
+  t.k_stride = d + 16;
+  t.k_scales = up16(bc * t.k_stride);
+  t.v = t.k_scales + up16(bc * groups * k_scale_bytes);
+  t.v_scales = t.v + up16(bc * v_row);
+  t.bytes = t.v_scales + (vf == DecodeV::e4m3 ? 0 : up16(bc * (d / v_group) * 2));
+  return t;
+}
+
+void set_split_params(SplitParams& p, int q_heads, int kv_heads, int capacity, int dim, int group, bool k_scales_fp16, DecodeV vf, int v_group,
+                      float score_factor, FormatId p_format, float p_multiplier, bool denominator_quantized, int block_k, int split_k) {
   p.hq = q_heads;
   p.hkv = kv_heads;
   p.cap = capacity;
   p.d = dim;
   p.group = group;
   p.groups = dim / group;
-  p.v_group = vf == DecodeV::e4m3 ? 32 : v_group;
+  p.v_group = vf == DecodeV::e4m3 ? kNominalVGroup : v_group;
   p.v_row = vf == DecodeV::q4_0 ? dim / 2 : dim;
   p.bc = block_k;
   p.splits = split_k;
@@ -547,30 +339,161 @@ Launch plan(int batch, int q_heads, int kv_heads, int capacity, int dim, int gro
     const double p_max = std::min(max_finite(pf), 2.0 * p_multiplier);  // P <= 1 before the multiplier; rounding up stays below 2x
     p.row_sum_exact = denominator_quantized && static_cast<double>(block_k) * p_max / min_subnormal(pf) <= 0x1p24;
   }
-  const int group_heads = q_heads / kv_heads, h = heads_per_item(group_heads);
-  p.lay = layout_of(group_heads, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group);
-  l.kernel = split_kernel_for(vf, h, fused);
-  l.grid = dim3(split_k, kv_heads, batch);
-  l.threads = tuning.threads;
-  l.merge_threads = tuning.merge_threads;
-  l.merge_blocks = batch * q_heads;
-  l.fused = fused;
-  return l;
 }
 
-// Both kernels, no synchronization (the caller checks).
-void launch(const Launch& l) {
-  if (l.p.lay.total > 48 * 1024) allow_shared_bytes(l.kernel, l.p.lay.total);
-  l.kernel<<<l.grid, l.threads, l.p.lay.total>>>(l.p);
-  decode_merge_kernel<<<l.merge_blocks, l.merge_threads>>>(l.p);
+void check_merge_threads(int threads, const char* who) {
+  const int ws = wave_size();
+  require(threads % ws == 0 && threads >= ws && threads <= 1024,
+          "tuning.merge_threads " + std::to_string(threads) + " must be a multiple of the wave size " + std::to_string(ws) + ", at most 1024", who);
 }
 
-int significant_bits(float x) {
-  const std::uint32_t m = (__builtin_bit_cast(std::uint32_t, x) & 0x7FFFFFu) | 0x800000u;
-  return 24 - __builtin_ctz(m);
+void check_inputs(const DecodeInputs& in, const char* who) {
+  const auto need = [who](bool ok, const std::string& what) { require(ok, what, who); };
+  need(in.batch >= 1 && in.q_heads >= 1 && in.kv_heads >= 1 && in.tokens >= 1,
+          "batch, heads and tokens must be positive (got batch " + std::to_string(in.batch) + ", heads " + std::to_string(in.q_heads) + "/" +
+              std::to_string(in.kv_heads) + ", tokens " + std::to_string(in.tokens) + ")");
+  need(in.q_heads % in.kv_heads == 0, "query heads " + std::to_string(in.q_heads) + " must be a multiple of kv heads " + std::to_string(in.kv_heads));
+  need(in.dim % 32 == 0 && in.dim >= kMinDim && in.dim <= kMaxDim,
+          "head dim " + std::to_string(in.dim) + " must be a multiple of 32 in [32, 256]");
+  need(in.group > 0 && in.dim % in.group == 0 && in.group % 16 == 0,
+          "Q/K scale group " + std::to_string(in.group) + " must be a multiple of 16 dividing the head dim " + std::to_string(in.dim));
+  need(in.block_k % 16 == 0 && in.block_k >= 16 && in.block_k <= kMaxTile,
+          "key tile " + std::to_string(in.block_k) + " must be a multiple of 16 in [16, 256]");
+  need(in.split_k >= 1, "split_k must be >= 1");
+  need(in.p_format != FormatId::e8m0, "P in e8m0 is not a P format");
+  need(in.p_multiplier > 0 && std::isfinite(in.p_multiplier), "the P multiplier must be positive and finite");
+  if (in.v_format != DecodeV::e4m3) {
+    need(in.v_group >= 2 && in.v_group % 2 == 0 && in.dim % in.v_group == 0,
+            "V scale group " + std::to_string(in.v_group) + " must be even and divide the head dim");
+  }
+  const std::size_t B = in.batch, hq = in.q_heads, hkv = in.kv_heads, n = in.tokens, d = in.dim, groups = in.dim / in.group;
+  const auto size_is = [&need](std::size_t got, std::size_t want, const char* what) {
+    need(got == want, std::string(what) + " has " + std::to_string(got) + " elements; expected " + std::to_string(want));
+  };
+  size_is(in.q_codes.size(), B * hq * d, "q_codes");
+  size_is(in.q_scales.size(), B * hq * groups, "q_scales");
+  size_is(in.k_codes.size(), B * hkv * n * d, "k_codes");
+  size_is(in.k_scales.size(), B * hkv * n * groups, "k_scales");
+  size_is(in.v_codes.size(), B * hkv * n * d, "v_codes");
+  size_is(in.v_scales.size(), in.v_format == DecodeV::e4m3 ? B * hkv * d : B * hkv * n * (d / in.v_group), "v_scales");
+  size_is(in.key_lo.size(), B, "key_lo");
+  size_is(in.key_hi.size(), B, "key_hi");
+  for (std::size_t b = 0; b < B; ++b) {
+    need(in.key_lo[b] >= 0 && in.key_lo[b] < in.key_hi[b] && in.key_hi[b] <= in.tokens,
+            "batch entry " + std::to_string(b) + ": keys [" + std::to_string(in.key_lo[b]) + ", " + std::to_string(in.key_hi[b]) +
+                ") must be a non-empty range inside [0, " + std::to_string(in.tokens) + ")");
+  }
 }
 
-}  // namespace
+
+template <typename T>
+const std::uint8_t* upload_padded(DeviceBuffers& mem, const std::vector<T>& host) {
+  const std::size_t bytes = sizeof(T) * host.size();
+  std::uint8_t* dev = mem.alloc<std::uint8_t>(bytes + kArrayPad);
+  fill_bytes(dev + bytes, 0, kArrayPad);
+  copy_to_device(dev, host.data(), bytes);
+  return dev;
+}
+
+DeviceCache upload_decode_cache(DeviceBuffers& mem, const DecodeInputs& in, const PackedDecodeCache& pk) {
+  DeviceCache c;
+  c.q = reinterpret_cast<const std::uint32_t*>(upload_padded(mem, pk.q));
+  c.q_scales = reinterpret_cast<const float*>(upload_padded(mem, pk.q_scales));
+  c.k = upload_padded(mem, pk.k);
+  c.k_scales = upload_padded(mem, pk.k_scales);
+  c.v = upload_padded(mem, pk.v);
+  c.v_scales = upload_padded(mem, pk.v_scales);
+  c.key_lo = mem.upload(in.key_lo);
+  c.key_hi = mem.upload(in.key_hi);
+  const std::size_t bh = static_cast<std::size_t>(in.batch) * in.q_heads, slots = bh * in.split_k, count = bh * in.dim;
+  // NaN everywhere: a partial or an output element that no thread writes shows in the result.
+  float* part = mem.alloc<float>(slots * (in.dim + 2));
+  fill_bytes(part, 0xFF, sizeof(float) * slots * (in.dim + 2));
+  float* out = mem.alloc<float>(count);
+  fill_bytes(out, 0xFF, sizeof(float) * count);
+  c.part_m = part;
+  c.part_l = part + slots;
+  c.part_o = part + 2 * slots;
+  c.out = out;
+  return c;
+}
+
+void check_bench_shape(int batch, int q_heads, int kv_heads, int tokens, int dim, int split_k, int reps, const char* who) {
+  require(batch >= 1 && q_heads >= 1 && kv_heads >= 1 && q_heads % kv_heads == 0 && tokens >= 1 && reps >= 1 && split_k >= 1,
+          "bench: batch, heads (Hq a multiple of Hkv), tokens, split_k and reps must be positive", who);
+  require(dim % 32 == 0 && dim >= kMinDim && dim <= kMaxDim, "bench: head dim must be a multiple of 32 in [32, 256]", who);
+}
+
+float bench_score_factor(int dim) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))) * kLog2e; }
+
+DecodeBench run_decode_bench(DecodeV v, int batch, int q_heads, int kv_heads, int tokens, int dim, int split_k, int reps,
+                             const std::function<void(const DeviceCache&)>& launch, const char* what) {
+  const int groups = dim / kBenchGroup, cap = round_up(tokens, kDecodeCapacityQuantum), vg = kBenchVGroup;
+  const std::size_t bkv = static_cast<std::size_t>(batch) * kv_heads, bh = static_cast<std::size_t>(batch) * q_heads;
+  const std::size_t v_row = v == DecodeV::q4_0 ? dim / 2 : dim;
+  DecodeBench res;
+  {
+    DeviceBuffers mem;
+    std::uint64_t seed = 0x5EEDDECull;
+    const auto random_array = [&](std::size_t bytes, int kind) {
+      const std::size_t words = (bytes + 3) / 4;
+      auto* dev = mem.alloc<std::uint32_t>(words + kArrayPad / 4);
+      fill_bytes(dev + words, 0, kArrayPad);
+      const int blocks = static_cast<int>(std::min<std::size_t>(8192, (words + 255) / 256));
+      fill_random_kernel<<<std::max(blocks, 1), 256>>>(dev, words, seed++, kind);
+      check_launch("fill_random_kernel");
+      return reinterpret_cast<const std::uint8_t*>(dev);
+    };
+    DeviceCache c;
+    c.q = reinterpret_cast<const std::uint32_t*>(random_array(bh * dim, kFillBytes));
+    c.q_scales = reinterpret_cast<const float*>(random_array(bh * groups * 4, kFillFp32Scale));
+    c.k = random_array(bkv * cap * dim, kFillBytes);
+    c.k_scales = random_array(bkv * cap * groups * 2, kFillFp16Scale);
+    c.v = random_array(bkv * cap * v_row, v == DecodeV::e4m3 ? kFillE4m3 : kFillBytes);
+    c.v_scales = v == DecodeV::e4m3 ? random_array(bkv * dim * 4, kFillFp32Scale) : random_array(bkv * cap * (dim / vg) * 2, kFillFp16Scale);
+    c.key_lo = mem.upload(std::vector<int>(batch, 0));
+    c.key_hi = mem.upload(std::vector<int>(batch, tokens));
+    const std::size_t slots = bh * split_k;
+    float* part = mem.alloc<float>(slots * (dim + 2));
+    c.part_m = part;
+    c.part_l = part + slots;
+    c.part_o = part + 2 * slots;
+    c.out = mem.alloc<float>(bh * dim);
+
+    res.ms = median_launch_ms(reps, [&] { launch(c); }, [what] { check_launch(what); }, what);
+    const double n = tokens;
+    res.bytes = static_cast<double>(bkv) * n * dim                                        // K codes
+                + static_cast<double>(bkv) * n * groups * 2                              // K scales (fp16)
+                + static_cast<double>(bkv) * n * static_cast<double>(v_row)              // V codes
+                + (v == DecodeV::e4m3 ? static_cast<double>(bkv) * dim * 4               // V scales: per channel fp32
+                                      : static_cast<double>(bkv) * n * (dim / vg) * 2)    //           or fp16 per 32 channels
+                + static_cast<double>(bh) * dim + static_cast<double>(bh) * groups * 4   // Q codes and scales
+                + static_cast<double>(bh) * dim * 4;                                     // output (fp32)
+    res.gbytes_per_s = res.bytes / res.ms / 1e6;
+  }
+  {
+    // Device copy bandwidth, timed the same way: 2 GiB read + 2 GiB written per copy.
+    const std::size_t bytes = std::size_t{2} << 30;
+    DeviceBuffers mem;
+    std::uint8_t* src = mem.alloc<std::uint8_t>(bytes);
+    std::uint8_t* dst = mem.alloc<std::uint8_t>(bytes);
+    fill_bytes(src, 0x5A, bytes);
+    for (int w = 0; w < 2; ++w) copy_on_device(dst, src, bytes);
+    check_launch("device copy (warm-up)");
+    std::vector<double> ms;
+    Timer timer;
+    for (int r = 0; r < std::max(5, std::min(reps, 20)); ++r) {
+      timer.start();
+      copy_on_device(dst, src, bytes);
+      ms.push_back(timer.stop_ms());
+    }
+    std::sort(ms.begin(), ms.end());
+    res.copy_gbytes_per_s = 2.0 * static_cast<double>(bytes) / ms[ms.size() / 2] / 1e6;
+  }
+  return res;
+}
+
+}  // namespace decode_detail
 
 const char* decode_v_name(DecodeV v) {
   switch (v) {
@@ -662,28 +585,11 @@ std::vector<float> flash_decode(const DecodeInputs& in, const DecodeTuning& tuni
   Launch l = plan(in.batch, in.q_heads, in.kv_heads, pk.capacity, in.dim, in.group, pk.k_scales_fp16, in.v_format, in.v_group, in.score_factor,
                   in.p_format, in.p_multiplier, in.denominator_quantized, in.block_k, in.split_k, fused, tuning);
   DeviceBuffers mem;
-  Params& p = l.p;
-  p.q = reinterpret_cast<const std::uint32_t*>(upload_padded(mem, pk.q));
-  p.q_scales = reinterpret_cast<const float*>(upload_padded(mem, pk.q_scales));
-  p.k = upload_padded(mem, pk.k);
-  p.k_scales = upload_padded(mem, pk.k_scales);
-  p.v = upload_padded(mem, pk.v);
-  p.v_scales = upload_padded(mem, pk.v_scales);
-  p.key_lo = mem.upload(in.key_lo);
-  p.key_hi = mem.upload(in.key_hi);
-  const std::size_t bh = static_cast<std::size_t>(in.batch) * in.q_heads, slots = bh * in.split_k, count = bh * in.dim;
-  // NaN everywhere: a partial or an output element that no thread writes shows in the result.
-  float* part = mem.alloc<float>(slots * (in.dim + 2));
-  fill_bytes(part, 0xFF, sizeof(float) * slots * (in.dim + 2));
-  float* out = mem.alloc<float>(count);
-  fill_bytes(out, 0xFF, sizeof(float) * count);
-  p.part_m = part;
-  p.part_l = part + slots;
-  p.part_o = part + 2 * slots;
-  p.out = out;
-  launch(l);
+  const DeviceCache cache = upload_decode_cache(mem, in, pk);
+  bind(l.p, cache);
+  launch_decode(l);
   check_launch("flash_decode (split + merge kernels)");
-  return download(out, count);
+  return download(cache.out, static_cast<std::size_t>(in.batch) * in.q_heads * in.dim);
 }
 
 std::string decode_not_covered(const Problem& p, const Recipe& r) {
@@ -871,93 +777,15 @@ std::vector<float> device_round_p(FormatId f, float multiplier, const std::vecto
 }
 
 DecodeBench bench_flash_decode(DecodeV v, int batch, int q_heads, int kv_heads, int tokens, int dim, int split_k, int reps, const DecodeTuning& tuning) {
-  require(batch >= 1 && q_heads >= 1 && kv_heads >= 1 && q_heads % kv_heads == 0 && tokens >= 1 && reps >= 1 && split_k >= 1,
-          "bench: batch, heads (Hq a multiple of Hkv), tokens, split_k and reps must be positive");
-  require(dim % 32 == 0 && dim >= kMinDim && dim <= kMaxDim, "bench: head dim must be a multiple of 32 in [32, 256]");
-  const int group = 32, groups = dim / group, block_k = 64, cap = round_up(tokens, kDecodeCapacityQuantum), vg = 32;
-  const std::size_t bkv = static_cast<std::size_t>(batch) * kv_heads, bh = static_cast<std::size_t>(batch) * q_heads;
-  const std::size_t v_row = v == DecodeV::q4_0 ? dim / 2 : dim;
+  check_bench_shape(batch, q_heads, kv_heads, tokens, dim, split_k, reps, "flash_decode");
   // The V scales the bench draws: e4m3 per channel in fp32 (24 significant bits: no fused path),
   // q8_0 / q4_0 in fp16 over [2^-9, 2^-6).
   const std::vector<float> v_scale_sample = v == DecodeV::e4m3 ? std::vector<float>{0x1.fffffep-9f, 0x1p-9f} : std::vector<float>{0x1.ffcp-7f, 0x1p-9f};
   const bool fused = decode_pv_products_exact(FormatId::e4m3, v, v_scale_sample);
-  const float c = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))) * kLog2e;
-  Launch l = plan(batch, q_heads, kv_heads, cap, dim, group, true, v, vg, c, FormatId::e4m3, 448.0f, true, block_k, split_k, fused, tuning);
-
-  DecodeBench res;
-  {
-    DeviceBuffers mem;
-    std::uint64_t seed = 0x5EEDDECull;
-    const auto random_array = [&](std::size_t bytes, int kind) {
-      const std::size_t words = (bytes + 3) / 4;
-      auto* dev = mem.alloc<std::uint32_t>(words + kArrayPad / 4);
-      fill_bytes(dev + words, 0, kArrayPad);
-      const int blocks = static_cast<int>(std::min<std::size_t>(8192, (words + 255) / 256));
-      fill_random_kernel<<<std::max(blocks, 1), 256>>>(dev, words, seed++, kind);
-      check_launch("fill_random_kernel");
-      return reinterpret_cast<const std::uint8_t*>(dev);
-    };
-    Params& p = l.p;
-    p.q = reinterpret_cast<const std::uint32_t*>(random_array(bh * dim, kFillBytes));
-    p.q_scales = reinterpret_cast<const float*>(random_array(bh * groups * 4, kFillFp32Scale));
-    p.k = random_array(bkv * cap * dim, kFillBytes);
-    p.k_scales = random_array(bkv * cap * groups * 2, kFillFp16Scale);
-    p.v = random_array(bkv * cap * v_row, v == DecodeV::e4m3 ? kFillE4m3 : kFillBytes);
-    p.v_scales = v == DecodeV::e4m3 ? random_array(bkv * dim * 4, kFillFp32Scale) : random_array(bkv * cap * (dim / vg) * 2, kFillFp16Scale);
-    p.key_lo = mem.upload(std::vector<int>(batch, 0));
-    p.key_hi = mem.upload(std::vector<int>(batch, tokens));
-    const std::size_t slots = bh * split_k;
-    float* part = mem.alloc<float>(slots * (dim + 2));
-    p.part_m = part;
-    p.part_l = part + slots;
-    p.part_o = part + 2 * slots;
-    p.out = mem.alloc<float>(bh * dim);
-
-    for (int w = 0; w < 3; ++w) launch(l);
-    check_launch("flash_decode (bench warm-up)");
-    std::vector<double> ms;
-    Timer timer;
-    for (int r = 0; r < reps; ++r) {
-      timer.start();
-      launch(l);
-      ms.push_back(timer.stop_ms());
-    }
-    check_launch("flash_decode (bench)");
-    std::sort(ms.begin(), ms.end());
-    res.ms = ms[ms.size() / 2];
-    const double n = tokens;
-    res.bytes = static_cast<double>(bkv) * n * dim                                        // K codes
-                + static_cast<double>(bkv) * n * groups * 2                              // K scales (fp16)
-                + static_cast<double>(bkv) * n * static_cast<double>(v_row)              // V codes
-                + (v == DecodeV::e4m3 ? static_cast<double>(bkv) * dim * 4               // V scales: per channel fp32
-                                      : static_cast<double>(bkv) * n * (dim / vg) * 2)    //           or fp16 per 32 channels
-                + static_cast<double>(bh) * dim + static_cast<double>(bh) * groups * 4   // Q codes and scales
-                + static_cast<double>(bh) * dim * 4;                                     // output (fp32)
-    res.gbytes_per_s = res.bytes / res.ms / 1e6;
-    res.blocks = split_k * kv_heads * batch;
-    if (l.p.lay.total > 48 * 1024) allow_shared_bytes(l.kernel, l.p.lay.total);
-    res.blocks_per_sm = max_active_blocks(l.kernel, l.threads, l.p.lay.total);
-    res.fused_pv = fused;
-  }
-  {
-    // Device copy bandwidth, timed the same way: 2 GiB read + 2 GiB written per copy.
-    const std::size_t bytes = std::size_t{2} << 30;
-    DeviceBuffers mem;
-    std::uint8_t* src = mem.alloc<std::uint8_t>(bytes);
-    std::uint8_t* dst = mem.alloc<std::uint8_t>(bytes);
-    fill_bytes(src, 0x5A, bytes);
-    for (int w = 0; w < 2; ++w) copy_on_device(dst, src, bytes);
-    check_launch("device copy (warm-up)");
-    std::vector<double> ms;
-    Timer timer;
-    for (int r = 0; r < std::max(5, std::min(reps, 20)); ++r) {
-      timer.start();
-      copy_on_device(dst, src, bytes);
-      ms.push_back(timer.stop_ms());
-    }
-    std::sort(ms.begin(), ms.end());
-    res.copy_gbytes_per_s = 2.0 * static_cast<double>(bytes) / ms[ms.size() / 2] / 1e6;
-  }
+  Launch l = plan(batch, q_heads, kv_heads, round_up(tokens, kDecodeCapacityQuantum), dim, kBenchGroup, true, v, kBenchVGroup, bench_score_factor(dim),
+                  FormatId::e4m3, kBenchPMultiplier, true, kBenchBlockK, split_k, fused, tuning);
+  DecodeBench res = bench_decode_launch(l, v, batch, q_heads, kv_heads, tokens, dim, split_k, reps, "flash_decode (bench)");
+  res.fused_pv = fused;
   return res;
 }
 

@@ -294,6 +294,17 @@ int max_active_blocks(Kernel kernel, int threads, int shared_bytes) {
   return n;
 }
 
+// The most dynamic shared memory one block may ask for on this device (after allow_shared_bytes).
+inline int max_shared_bytes_per_block() {
+  int n = 0;
+#if defined(QATTN_GPU_CUDA)
+  check(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()), "cudaDeviceGetAttribute");
+#else
+  check(hipDeviceGetAttribute(&n, hipDeviceAttributeMaxSharedMemoryPerBlock, current_device()), "hipDeviceGetAttribute");
+#endif
+  return n;
+}
+
 inline int multiprocessor_count() {
   int n = 0;
 #if defined(QATTN_GPU_CUDA)
@@ -499,6 +510,13 @@ inline constexpr bool kHasMmaSync = false;
 #endif
 
 #if !defined(QATTN_GPU_CUDA)
+// Two fp16 (lo in the low half) to floats, exactly: the portable form of the converts above.
+__device__ inline float2 unpack_f16x2(std::uint32_t h) {
+  const _Float16 lo = __builtin_bit_cast(_Float16, static_cast<std::uint16_t>(h & 0xFFFFu));
+  const _Float16 hi = __builtin_bit_cast(_Float16, static_cast<std::uint16_t>(h >> 16));
+  return make_float2(static_cast<float>(lo), static_cast<float>(hi));
+}
+
 // The async 16-byte copy's portable form (no cp.async): a plain copy, complete at once; the barrier
 // that follows async_wait publishes it, as on NVIDIA.
 __device__ inline void async_copy_16(void* shared, const void* global, bool valid) {

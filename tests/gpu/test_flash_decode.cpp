@@ -1,9 +1,11 @@
-// The split-K decode kernel against the emulator (labelled gpu; run on the H200 machine). Random
-// inputs are fresh each run (the seed is printed); the shipped real dump is used too.
+// The split-K decode kernels against the emulator (labelled gpu; run on the H200 machine): the
+// bit-faithful reference (flash_decode) and the fast path (flash_decode_fast). Random inputs are
+// fresh each run (the seed is printed); the shipped real dump is used too.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -11,6 +13,7 @@
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/gpu/flash_decode.hpp"
+#include "kernels/gpu/flash_decode_fast.hpp"
 #include "kernels/gpu/flash_dot4.hpp"  // device_name()
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
@@ -104,16 +107,29 @@ Scores score(const Problem& p, const Recipe& r, const float* got, const std::str
   return s;
 }
 
-void check_decode(const Problem& p, const Recipe& r, const std::string& what, const gpu::DecodeTuning& tuning = {}) {
+using DecodeRun = std::function<std::vector<float>(const gpu::DecodeInputs&)>;
+
+void check_decode_with(const Problem& p, const Recipe& r, const std::string& what, const DecodeRun& run) {
   INFO(what);
   REQUIRE(gpu::decode_not_covered(p, r).empty());
-  const std::vector<float> got = gpu::flash_decode(gpu::make_decode_inputs(p, r), tuning);
+  const std::vector<float> got = run(gpu::make_decode_inputs(p, r));
   REQUIRE(got.size() == static_cast<std::size_t>(p.q.heads) * p.q.dim);
   const Scores s = score(p, r, got.data(), what);
   // Kernel error well under format error: at least 30 dB below it (the issue's criterion). What it
   // allows: fp32 rounding differences of exp2f and, rarely, a P code on the other side of a rounding
   // boundary; everything else is the emulator's sequence of operations.
   CHECK(s.kernel_db > s.format_db + 30);
+}
+
+void check_decode(const Problem& p, const Recipe& r, const std::string& what, const gpu::DecodeTuning& tuning = {}) {
+  check_decode_with(p, r, what, [&tuning](const gpu::DecodeInputs& in) { return gpu::flash_decode(in, tuning); });
+}
+
+// The fast path, held to the same criterion: 30 dB below the recipe's own error leaves room for
+// its fp32 reordering (P V summed per key slice then across slices, fused multiply-adds, tree row
+// sums: relative errors near 2^-24 per operation, about 140 dB down) and nothing more.
+void check_decode_fast(const Problem& p, const Recipe& r, const std::string& what, const gpu::DecodeFastTuning& tuning = {}) {
+  check_decode_with(p, r, what + " [fast]", [&tuning](const gpu::DecodeInputs& in) { return gpu::flash_decode_fast(in, tuning); });
 }
 
 std::string label(const char* shape, DecodeV v, int split_k, KScales ks) {
@@ -125,6 +141,119 @@ std::uint32_t bits_of_float(float x) {
   std::memcpy(&u, &x, 4);
   return u;
 }
+
+// The cases both paths meet against the emulator: `check` runs one path on one problem and recipe.
+using Check = std::function<void(const Problem&, const Recipe&, const std::string&)>;
+
+void splits_and_formats(const Check& check) {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  // N = 1000: 16 tiles of 64, the last one ragged (40 keys); split 7 gives 6 splits of 3, 3, 3, 3, 3,
+  // 1 tiles and one empty split. Hq/Hkv = 8/2: four query heads share each K/V head.
+  const Problem p = decode_problem(8, 2, 1000, 128, seed);
+  for (DecodeV v : {DecodeV::e4m3, DecodeV::q8_0, DecodeV::q4_0})
+    for (int split : {1, 4, 7})
+      for (KScales ks : {KScales::packed16, KScales::token}) check(p, decode_recipe(v, split, ks), label("8/2x1000x128", v, split, ks));
+}
+
+void shapes_masks_and_recipes(const Check& check) {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  {
+    // Three query heads per K/V head (the reference: one head per PV item; the fast path: one head a
+    // block, three blocks per K/V head), d = 64, split 5 of 8 tiles.
+    const Problem p = decode_problem(6, 2, 500, 64, seed);
+    for (DecodeV v : {DecodeV::e4m3, DecodeV::q8_0, DecodeV::q4_0}) check(p, decode_recipe(v, 5), label("6/2x500x64", v, 5, KScales::packed16));
+  }
+  {
+    // Eight query heads per K/V head at d = 256 and d = 32, twelve (the fast path: three blocks of
+    // four heads), and plain multi-head attention (group 1).
+    const Problem p = decode_problem(16, 2, 700, 256, seed + 1);
+    for (DecodeV v : {DecodeV::e4m3, DecodeV::q8_0, DecodeV::q4_0}) check(p, decode_recipe(v, 3), label("16/2x700x256", v, 3, KScales::packed16));
+    const Problem narrow = decode_problem(8, 1, 300, 32, seed + 4);
+    for (DecodeV v : {DecodeV::e4m3, DecodeV::q4_0}) check(narrow, decode_recipe(v, 2), label("8/1x300x32", v, 2, KScales::packed16));
+    const Problem twelve = decode_problem(12, 1, 900, 128, seed + 5);
+    check(twelve, decode_recipe(DecodeV::q4_0, 4), label("12/1x900x128", DecodeV::q4_0, 4, KScales::packed16));
+    const Problem mha = decode_problem(4, 4, 333, 128, seed + 2);
+    check(mha, decode_recipe(DecodeV::q8_0, 2, KScales::token), label("4/4x333x128", DecodeV::q8_0, 2, KScales::token));
+  }
+  const Problem p = decode_problem(8, 2, 1000, 128, seed + 3);
+  {
+    // A sliding window (the first visible key inside a tile), and a query in the middle of the cache
+    // (keys past it masked, the last tile partly visible).
+    Problem w = p;
+    w.window = 300;
+    check(w, decode_recipe(DecodeV::q8_0, 4), "window 300, split 4, q8_0 V");
+    Problem mid = p;
+    mid.rows = RowSelection::range_of(600, 601);
+    check(mid, decode_recipe(DecodeV::e4m3, 3), "causal row 600 of 1000, split 3, e4m3 V");
+  }
+  {
+    // Key tiles of 32, 128 and 256 (the fast path: three buffers of 256 keys exceed the H200's
+    // shared memory, two are used), a group of 64 channels, int8 P (127: not an exact P*V product
+    // with q8_0, so the reference's multiply-then-add path), P's denominator from float P, e4m3 V
+    // with unit scale (the reference's fused path).
+    Recipe r = decode_recipe(DecodeV::q4_0, 6);
+    r.tiles.block_k = 32;
+    check(p, r, "tile 32, split 6, q4_0 V");
+    r = decode_recipe(DecodeV::e4m3, 2);
+    r.tiles.block_k = 128;
+    check(p, r, "tile 128, split 2, e4m3 V");
+    r = decode_recipe(DecodeV::q8_0, 2);
+    r.tiles.block_k = 256;
+    check(p, r, "tile 256, split 2, q8_0 V");
+    r = decode_recipe(DecodeV::q8_0, 4);
+    r.q.spec.block = r.k.spec.block = 64;
+    check(p, r, "Q/K group 64, split 4, q8_0 V");
+    r = decode_recipe(DecodeV::q8_0, 4, KScales::packed16, FormatId::int8);
+    check(p, r, "int8 P (127), split 4, q8_0 V");
+    r = decode_recipe(DecodeV::e4m3, 4);
+    r.denominator = Denominator::float_p;
+    check(p, r, "float-P denominator, split 4, e4m3 V");
+    r = decode_recipe(DecodeV::e4m3, 4);
+    r.v.unit_scale = true;
+    check(p, r, "e4m3 V unit scale (fused PV), split 4");
+  }
+}
+
+void batch_of_lengths(const DecodeRun& run, const std::string& path) {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  for (DecodeV v : {DecodeV::e4m3, DecodeV::q8_0, DecodeV::q4_0}) {
+    const Recipe r = decode_recipe(v, 4);
+    std::vector<Problem> problems;
+    std::vector<gpu::DecodeInputs> parts;
+    for (int n : {1000, 77, 640, 1}) {  // 1: a cache of one key
+      problems.push_back(decode_problem(8, 2, n, 128, seed + static_cast<std::uint64_t>(n)));
+      parts.push_back(gpu::make_decode_inputs(problems.back(), r));
+    }
+    const std::vector<float> got = run(gpu::stack_decode_inputs(parts));
+    REQUIRE(got.size() == problems.size() * 8 * 128);
+    for (std::size_t b = 0; b < problems.size(); ++b) {
+      const std::string what = path + "batch entry " + std::to_string(b) + " (N = " + std::to_string(problems[b].k.tokens) + "), V " + gpu::decode_v_name(v);
+      const Scores s = score(problems[b], r, got.data() + b * 8 * 128, what);
+      CHECK(s.kernel_db > s.format_db + 30);  // as check_decode and check_decode_fast
+    }
+  }
+}
+
+void shipped_dump(const Check& check) {
+  const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
+  SliceRequest req;
+  req.tokens = 2048;
+  for (const char* layer : {"0", "15", "29"}) {
+    LayerSlice s = load_layer(info, layer, req);
+    Problem& p = s.problem;
+    p.causal = true;
+    p.rows = RowSelection::range_of(p.q.tokens - 1, p.q.tokens);  // decode: the last token
+    check(p, decode_recipe(DecodeV::e4m3, 4), std::string("layer ") + layer + " e4m3 V split 4");
+    check(p, decode_recipe(DecodeV::q8_0, 7), std::string("layer ") + layer + " q8_0 V split 7");
+    check(p, decode_recipe(DecodeV::q4_0, 1), std::string("layer ") + layer + " q4_0 V split 1");
+  }
+}
+
+void reference(const Problem& p, const Recipe& r, const std::string& what) { check_decode(p, r, what); }
+void fast(const Problem& p, const Recipe& r, const std::string& what) { check_decode_fast(p, r, what); }
 
 }  // namespace
 
@@ -197,102 +326,19 @@ TEST_CASE("decode: the device's format decoders and P rounding equal the codec b
     CHECK(bad == 0);
   }
 }
-
 TEST_CASE("decode vs emulator: e4m3 / q8_0 / q4_0 V, split 1, 4 and 7 (not dividing 16 tiles), ragged N, GQA", "[gpu][decode]") {
-  const std::uint64_t seed = std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  // N = 1000: 16 tiles of 64, the last one ragged (40 keys); split 7 gives 6 splits of 3, 3, 3, 3, 3,
-  // 1 tiles and one empty split. Hq/Hkv = 8/2: four query heads share each K/V head.
-  const Problem p = decode_problem(8, 2, 1000, 128, seed);
-  for (DecodeV v : {DecodeV::e4m3, DecodeV::q8_0, DecodeV::q4_0})
-    for (int split : {1, 4, 7})
-      for (KScales ks : {KScales::packed16, KScales::token}) check_decode(p, decode_recipe(v, split, ks), label("8/2x1000x128", v, split, ks));
+  splits_and_formats(reference);
 }
 
 TEST_CASE("decode vs emulator: head dims, group sizes, masks, P formats and denominators", "[gpu][decode]") {
-  const std::uint64_t seed = std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  {
-    // Three query heads per K/V head (one head per PV item), d = 64, split 5 of 8 tiles.
-    const Problem p = decode_problem(6, 2, 500, 64, seed);
-    for (DecodeV v : {DecodeV::e4m3, DecodeV::q8_0, DecodeV::q4_0}) check_decode(p, decode_recipe(v, 5), label("6/2x500x64", v, 5, KScales::packed16));
-  }
-  {
-    // Eight query heads per K/V head, d = 256, and plain multi-head attention (group 1).
-    const Problem p = decode_problem(16, 2, 700, 256, seed + 1);
-    for (DecodeV v : {DecodeV::e4m3, DecodeV::q4_0}) check_decode(p, decode_recipe(v, 3), label("16/2x700x256", v, 3, KScales::packed16));
-    const Problem mha = decode_problem(4, 4, 333, 128, seed + 2);
-    check_decode(mha, decode_recipe(DecodeV::q8_0, 2, KScales::token), label("4/4x333x128", DecodeV::q8_0, 2, KScales::token));
-  }
-  const Problem p = decode_problem(8, 2, 1000, 128, seed + 3);
-  {
-    // A sliding window (the first visible key inside a tile), and a query in the middle of the cache
-    // (keys past it masked, the last tile partly visible).
-    Problem w = p;
-    w.window = 300;
-    check_decode(w, decode_recipe(DecodeV::q8_0, 4), "window 300, split 4, q8_0 V");
-    Problem mid = p;
-    mid.rows = RowSelection::range_of(600, 601);
-    check_decode(mid, decode_recipe(DecodeV::e4m3, 3), "causal row 600 of 1000, split 3, e4m3 V");
-  }
-  {
-    // Key tiles of 32 and 128, a group of 64 channels, int8 P (127: not an exact P*V product with
-    // q8_0, so the multiply-then-add path), P's denominator from float P, e4m3 V with unit scale.
-    Recipe r = decode_recipe(DecodeV::q4_0, 6);
-    r.tiles.block_k = 32;
-    check_decode(p, r, "tile 32, split 6, q4_0 V");
-    r = decode_recipe(DecodeV::e4m3, 2);
-    r.tiles.block_k = 128;
-    check_decode(p, r, "tile 128, split 2, e4m3 V");
-    r = decode_recipe(DecodeV::q8_0, 4);
-    r.q.spec.block = r.k.spec.block = 64;
-    check_decode(p, r, "Q/K group 64, split 4, q8_0 V");
-    r = decode_recipe(DecodeV::q8_0, 4, KScales::packed16, FormatId::int8);
-    check_decode(p, r, "int8 P (127), split 4, q8_0 V");
-    r = decode_recipe(DecodeV::e4m3, 4);
-    r.denominator = Denominator::float_p;
-    check_decode(p, r, "float-P denominator, split 4, e4m3 V");
-    r = decode_recipe(DecodeV::e4m3, 4);
-    r.v.unit_scale = true;
-    check_decode(p, r, "e4m3 V unit scale (fused PV), split 4");
-  }
+  shapes_masks_and_recipes(reference);
 }
 
 TEST_CASE("decode vs emulator: a batch of caches of different lengths", "[gpu][decode]") {
-  const std::uint64_t seed = std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  for (DecodeV v : {DecodeV::e4m3, DecodeV::q4_0}) {
-    const Recipe r = decode_recipe(v, 4);
-    std::vector<Problem> problems;
-    std::vector<gpu::DecodeInputs> parts;
-    for (int n : {1000, 77, 640, 1}) {  // 1: a cache of one key
-      problems.push_back(decode_problem(8, 2, n, 128, seed + static_cast<std::uint64_t>(n)));
-      parts.push_back(gpu::make_decode_inputs(problems.back(), r));
-    }
-    const std::vector<float> got = gpu::flash_decode(gpu::stack_decode_inputs(parts));
-    REQUIRE(got.size() == problems.size() * 8 * 128);
-    for (std::size_t b = 0; b < problems.size(); ++b) {
-      const std::string what = std::string("batch entry ") + std::to_string(b) + " (N = " + std::to_string(problems[b].k.tokens) + "), V " + gpu::decode_v_name(v);
-      const Scores s = score(problems[b], r, got.data() + b * 8 * 128, what);
-      CHECK(s.kernel_db > s.format_db + 30);  // as check_decode
-    }
-  }
+  batch_of_lengths([](const gpu::DecodeInputs& in) { return gpu::flash_decode(in); }, "");
 }
 
-TEST_CASE("decode vs emulator on the shipped real dump", "[gpu][decode]") {
-  const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
-  SliceRequest req;
-  req.tokens = 2048;
-  for (const char* layer : {"0", "15", "29"}) {
-    LayerSlice s = load_layer(info, layer, req);
-    Problem& p = s.problem;
-    p.causal = true;
-    p.rows = RowSelection::range_of(p.q.tokens - 1, p.q.tokens);  // decode: the last token
-    check_decode(p, decode_recipe(DecodeV::e4m3, 4), std::string("layer ") + layer + " e4m3 V split 4");
-    check_decode(p, decode_recipe(DecodeV::q8_0, 7), std::string("layer ") + layer + " q8_0 V split 7");
-    check_decode(p, decode_recipe(DecodeV::q4_0, 1), std::string("layer ") + layer + " q4_0 V split 1");
-  }
-}
+TEST_CASE("decode vs emulator on the shipped real dump", "[gpu][decode]") { shipped_dump(reference); }
 
 TEST_CASE("decode: tuning changes no bit", "[gpu][decode]") {
   const Problem p = decode_problem(8, 2, 1000, 128, 11);
@@ -312,4 +358,68 @@ TEST_CASE("decode: tuning changes no bit", "[gpu][decode]") {
     CHECK(a == c);
     CHECK(a == e);
   }
+}
+
+// ---- the fast path (flash_decode_fast): the same cases, 30 dB below the recipe's error ----
+
+TEST_CASE("decode fast vs emulator: e4m3 / q8_0 / q4_0 V, split 1, 4 and 7, ragged N, GQA", "[gpu][decode][decode_fast]") {
+  splits_and_formats(fast);
+}
+
+TEST_CASE("decode fast vs emulator: head dims, GQA groups and head chunks, masks, tiles, P formats and denominators", "[gpu][decode][decode_fast]") {
+  shapes_masks_and_recipes(fast);
+}
+
+TEST_CASE("decode fast vs emulator: a batch of caches of different lengths", "[gpu][decode][decode_fast]") {
+  batch_of_lengths([](const gpu::DecodeInputs& in) { return gpu::flash_decode_fast(in); }, "[fast] ");
+}
+
+TEST_CASE("decode fast vs emulator on the shipped real dump", "[gpu][decode][decode_fast]") { shipped_dump(fast); }
+
+TEST_CASE("decode fast: tuning changes no bit", "[gpu][decode][decode_fast]") {
+  const Problem p = decode_problem(8, 2, 1000, 128, 11);
+  for (DecodeV v : {DecodeV::e4m3, DecodeV::q8_0, DecodeV::q4_0}) {
+    const gpu::DecodeInputs in = gpu::make_decode_inputs(p, decode_recipe(v, 7));
+    gpu::DecodeFastTuning two, wide;  // merge threads: multiples of 64, valid on wave64 devices too
+    two.stages = 2;
+    two.merge_threads = 64;
+    wide.merge_threads = 1024;
+    const std::vector<float> a = gpu::flash_decode_fast(in), b = gpu::flash_decode_fast(in, two), c = gpu::flash_decode_fast(in, wide);
+    INFO(gpu::decode_v_name(v));
+    REQUIRE(a.size() == b.size());
+    CHECK(a == b);
+    CHECK(a == c);
+  }
+}
+
+TEST_CASE("decode fast: what it does not cover is one clear error", "[gpu][decode][decode_fast]") {
+  const auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no std::invalid_argument)");
+  };
+  // Multi-head attention: one head a block, 32 channels a thread, so a V group of 16 is refused.
+  const Problem mha = decode_problem(4, 4, 200, 128, 5);
+  Recipe r = decode_recipe(DecodeV::q8_0, 2);
+  r.v.spec.block = 16;
+  const gpu::DecodeInputs small_group = gpu::make_decode_inputs(mha, r);
+  const std::string m1 = message([&] { (void)gpu::flash_decode_fast(small_group); });
+  INFO(m1);
+  CHECK(m1.find("v_group") != std::string::npos);
+  // e4m3 V scales at or above 2^120.
+  gpu::DecodeInputs huge = gpu::make_decode_inputs(mha, decode_recipe(DecodeV::e4m3, 2));
+  huge.v_scales[3] = 0x1p121f;
+  const std::string m2 = message([&] { (void)gpu::flash_decode_fast(huge); });
+  INFO(m2);
+  CHECK(m2.find("v_scales[3]") != std::string::npos);
+  // A pipeline depth outside [2, 3].
+  gpu::DecodeFastTuning deep;
+  deep.stages = 4;
+  const gpu::DecodeInputs fine = gpu::make_decode_inputs(mha, decode_recipe(DecodeV::q8_0, 2));
+  const std::string m3 = message([&] { (void)gpu::flash_decode_fast(fine, deep); });
+  INFO(m3);
+  CHECK(m3.find("tuning.stages") != std::string::npos);
 }
