@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
       mbarrier_init(q_full, 1);
       for (int s = 0; s < G::kStages; ++s) {
         mbarrier_init(&full[s], 1);                         // the producer's arrival, with the copies' bytes
-        mbarrier_init(&empty[s], R::kConsumers * kWarpgroupThreads / 32);  // one arrival per consumer warp
+        mbarrier_init(&empty[s], R::kConsumers * kWarpgroupThreads);  // every consumer thread's arrival
       }
       mbarrier_init_fence();
     }
@@ -229,10 +229,10 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
 
     // Stage `it` of the ring holds tile all.begin + it: waiting for its copies, releasing it.
     const auto wait_full = [&](int it) { mbarrier_wait(&full[it % G::kStages], (it / G::kStages) & 1); };
-    const auto release = [&](int it) {
-      __syncwarp();  // the warp's reads of the stage (wgmma's waited for, the scales') come before its release
-      if (lane == 0) mbarrier_arrive(&empty[it % G::kStages]);
-    };
+    // Each thread releases its own reads of the stage (the scales by ld.shared, wgmma's waited for):
+    // with one arrival per warp after __syncwarp, compute-sanitizer's racecheck reported the next
+    // bulk copy into the stage against the other lanes' scale reads (4864 hazards a launch).
+    const auto release = [&](int it) { mbarrier_arrive(&empty[it % G::kStages]); };
     // S = Q K^T of the tile in stage `it`: kQkSteps chained instructions from zero, one group.
     const auto issue_s = [&](int it, Acc(&acc)[kBc / 2]) {
       const std::uint8_t* sk = stage_at(it % G::kStages);
