@@ -68,9 +68,6 @@ struct Roles {
   static constexpr int kConsumerRegisters = D <= 64 ? 160 : 240;
   static constexpr int kBm = kConsumers * kRowsPerConsumer;  // query rows per block
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
-  // Whether a consumer issues the next tile's S before this tile's softmax (32 more live
-  // registers): d = 128 has them; d = 64 at 160 and d = 256 would spill (ptxas -v).
-  static constexpr bool kOverlapS = D == 128;
   static_assert((kProducerRegisters + kConsumers * kConsumerRegisters) * kWarpgroupThreads <= kRegisterFile, "register file");
 };
 
@@ -259,16 +256,10 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
       wait_full(it);
       release(it);
     }
-    Acc s_acc[kBc / 2];
-    if (R::kOverlapS && mine.begin < mine.end) {
+    for (int t = mine.begin; t < mine.end; ++t, ++it) {
+      Acc s_acc[kBc / 2];
       wait_full(it);
       issue_s(it, s_acc);
-    }
-    for (int t = mine.begin; t < mine.end; ++t, ++it) {
-      if constexpr (!R::kOverlapS) {
-        wait_full(it);
-        issue_s(it, s_acc);
-      }
       const std::uint8_t* sv = stage_at(it % G::kStages) + G::kKBytes;
       const float* kscale = reinterpret_cast<const float*>(sv + G::kVBytes);
       const int j0 = t * kBc;
@@ -286,14 +277,6 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
             p.logits[(g + 8 * (u / 2)) * kBc + key_of_column<PV>(col)] = bits;
           }
         return;  // the producer copied this one tile only
-      }
-
-      // With kOverlapS the next tile's S runs on the tensor cores during this tile's softmax.
-      const bool has_next = R::kOverlapS && t + 1 < mine.end;
-      Acc s_next[kBc / 2];
-      if (has_next) {
-        wait_full(it + 1);
-        issue_s(it + 1, s_next);
       }
 
       // Scores in log2 units. Column col of S is key j0 + key_of_column(col).
@@ -403,14 +386,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
       } else {
         pv_into(o);
       }
-      release(it);  // pv_into waited for every group: this tile's products and the next tile's S
-      if (has_next) {
-#pragma unroll
-        for (int x = 0; x < kBc / 2; ++x) {
-          wgmma_fence_operand(s_next[x]);
-          s_acc[x] = s_next[x];
-        }
-      }
+      release(it);  // pv_into waited for this tile's products
     }
     for (; it < all.end - all.begin; ++it) {  // tiles after this consumer's last
       wait_full(it);
@@ -437,9 +413,8 @@ TileMaps tile_maps(const Params& p) {
 template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS>
 void launch_one(const Params& p) {
   // (Also what keeps a device pass without wgmma, which drops the kernel's body, from warning that
-  // these are unused.)
+  // it is unused.)
   static_assert(Smem<QK, PV, D>::kTileBytes <= Smem<QK, PV, D>::kStageBytes, "a tile's copies fit its stage");
-  static_assert(!Roles<D>::kOverlapS || Roles<D>::kConsumerRegisters == 240, "the S overlap was sized at 240 registers");
   const int blocks = LOGITS ? 1 : (p.n + Roles<D>::kBm - 1) / Roles<D>::kBm;
   auto kernel = flash_wgmma_kernel<QK, PV, D, PER_TILE, LOGITS>;
   const int shared = Smem<QK, PV, D>::kBytes;
