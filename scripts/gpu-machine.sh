@@ -16,6 +16,9 @@ step() {  # step NAME command...
   shift
   if "$@" >"$logs/$name.log" 2>&1; then echo "ok   $name"; else echo "FAIL $name (see $logs/$name.log)"; status=1; fi
 }
+# A fresh build folder every time: sources copied onto a machine can be older than build outputs
+# kept there from an earlier run, and ninja would then keep the old objects (seen on the H200).
+rm -rf build-gpu
 step configure cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_GPU=CUDA -DCMAKE_CUDA_ARCHITECTURES="$archs"
 step build cmake --build build-gpu --parallel
 step gpu-tests ctest --test-dir build-gpu -L gpu --output-on-failure -V
