@@ -263,7 +263,7 @@ int run_bench_gpu(Opts& o) {
                      "block; median of {} launches. "
                      "GB/s = (K codes and scales + V codes and scales + Q + output bytes; split-K partials not counted) / time; "
                      "copy = a 2 GiB device-to-device copy in the same run, read + write counted. Rows \"fast\": flash_decode_fast "
-                     "(same recipe and bytes; its threads follow from d and the GQA group).",
+                     "(same recipe and bytes; up to 4 warps a split block, each taking whole key tiles).",
                      kDecodeBatch, kDecodeQHeads, kDecodeKvHeads, kDecodeTokens, kDecodeDim, o.split_k,
                      split_default ? fmt::format(" (default: the smallest power of two with B*Hkv*split >= 4 x {} SMs)", sms)
                                    : std::string(),

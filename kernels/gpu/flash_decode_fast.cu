@@ -2,27 +2,34 @@
 // e4m3 / q8_0 / q4_0 V cache, organized for bandwidth rather than for the emulator's summation order.
 //
 // Kernel 1, one block per (split, kv head x head chunk, batch), serving H query heads of the GQA
-// group (H = 8, 4, 2 or 1, the largest dividing the group: one chunk for groups of 1, 2, 4, 8, 16 ...;
-// each further chunk reads the K/V tiles again). Tiles stream through a 2- or 3-buffer pipeline of
-// 16-byte async copies. Per tile of Bc keys the scores, the running max, P's quantization and l are
-// the reference's steps (decode_shared.hpp), so the emulator's values:
-//   S = (sum over scale blocks of fp32(int dot) * (sq * sk)) * c
-//   m_new = max(m, max S); alpha = exp2(m - m_new); P = round(exp2(S - m_new) * multiplier)
-//   l = alpha * l + sum P
-// P V is where it differs: thread (slice s, channel run e) owns C = 32 / H channels of all H heads
-// (32 fp32 accumulators) and the keys s, s + slices, ... of every tile of its split (slices: up to
-// 16, as many as 256 threads hold), acc = acc * alpha + sum P_j v_j with fmaf; at the split's end
-// the slices' partial sums of each (head, channel) are added in slice order through shared memory.
-// V is decoded without integer-to-float converts: e4m3 through fp16's bit layout, q8_0 / q4_0
-// through the 2^23 magic number (both exact). Kernel 2 merges the splits as the reference does.
+// group (H = 8, 4, 2 or 1, the largest dividing the group). The split's key tiles go to the block's
+// W warps in rounds (tile r0 + w to warp w); a warp copies (its own cp.async groups, K and V apart),
+// scores and accumulates its own tile, so a round costs two block barriers, not three per tile:
+//   S = (sum over scale blocks of fp32(int dot) * (sq * sk)) * c       one lane per key, dp4a
+//   [barrier] m_i = max(m_{i-1}, max S), in tile order                  every warp alike
+//   P = round(exp2(S - m_i) * multiplier), row sums                      one lane per key
+//   O_w = O_w * exp2(m_prev - m_i) + V^T P                               mma.sync, fp32 accumulators
+//   [barrier] l_i = alpha_i * l_{i-1} + sum P, in tile order             every warp alike
+// So the running max, P's codes and l are the reference's (decode_shared.hpp), and only P V's fp32
+// rounding differs: each warp sums its own tiles (mma accumulation), rescaled from its previous
+// tile's max, and the warps' sums are added in warp order at the end.
 //
-// Tuning (stages, merge threads) never changes a result: the thread count and the key-to-slice map
-// depend on d and H only.
+// P V as matrix products (m16n8k16, fp16 operands, fp32 accumulate): A = V^T (16 channels x 16
+// keys, V's codes widened to fp16 exactly), B = P (16 keys x 8 heads). e4m3's channel scale is
+// applied after the sum. q8_0 / q4_0's per-key scales (one per 32-channel span at least) are folded
+// into B: B = P * s * 2^-E, split into two fp16 terms (hi + lo: 22 bits of the fp32 product), E a
+// power of two per tile that keeps B below 2^15 (fp16's range); the tile's sum is rescaled by 2^E.
+// P that fp16 holds exactly (e4m3, e5m2, int8, fp16, ...) is B's single term for e4m3 V.
+// Where mma.sync is absent (HIP), the same lane-to-(channel, head) assignment runs as fp32 FMAs.
+//
+// Tuning (stages, merge threads) never changes a result: W and the key-to-warp map depend on the
+// shape and the recipe only.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/formats/codec.hpp"
 #include "kernels/gpu/decode_shared.hpp"
 #include "kernels/gpu/flash_decode_fast.hpp"
 #include "kernels/gpu/platform.hpp"
@@ -34,260 +41,541 @@ using namespace decode_detail;
 namespace {
 
 constexpr const char* kWho = "flash_decode_fast";
-constexpr int kAccPerThread = 32;  // fp32 P V accumulators per thread (C channels x H heads): registers stay moderate
-constexpr int kMaxThreads = 256;   // per split block; with kMinBlocksPerSm, at most 80 registers a thread
-constexpr int kMinBlocksPerSm = 3;
-constexpr int kMaxSlices = 16;     // key slices of P V (partial sums per head and channel)
-constexpr int kMaxStages = 3;
-constexpr int kMinStages = 2;
+constexpr int kMaxWarps = 4;             // warps of a split block; more blocks per SM give occupancy
+constexpr int kWarpBudget = 96 * 1024;   // shared bytes the warps' regions may take: W = this / one warp's, at most 4
+constexpr int kMaxHeads = 8;
+constexpr int kStep = 16;                // keys per mma k-step
+constexpr int kSpan = 32;                // channels per V span: 2 m-tiles of 16; q8_0 / q4_0 scale groups are whole spans
+constexpr int kBRange = 15;              // B below 2^15 < 65504, fp16's largest finite value
 
-// e4m3's 7 magnitude bits placed at fp16's exponent/mantissa boundary read as 2^-8 times the value
-// (exponent biases 7 and 15; subnormals land on fp16 subnormals), so the channel scale carries 2^8.
-constexpr float kE4m3ViaFp16 = 256.0f;
-constexpr float kE4m3ScaleLimit = 0x1p120f;  // |scale| below it: scale * 2^8 stays finite
-
-// q8_0 / q4_0: a code with its sign bit flipped is code + 128 (code + 8) as an unsigned field; placed
-// in the mantissa of 2^23 it reads 2^23 + code + bias, and subtracting that constant is exact.
-constexpr std::uint32_t kMagicBits = 0x4B000000u;  // 2^23
-constexpr std::uint32_t kQ8SignFlip = 0x80808080u, kQ4SignFlip = 0x88888888u;
-constexpr float kQ8Magic = 8388608.0f + 128.0f, kQ4Magic = 8388608.0f + 8.0f;
-constexpr std::uint32_t kPermMagicLow = 0x7440u;  // __byte_perm(u, 2^23 bits, this | k): byte k of u under 2^23's exponent
-
-// Heads a block serves and, from them, the P V shape.
+// Heads a block serves.
 QATTN_HD constexpr int heads_per_block(int group_heads) {
   return group_heads % 8 == 0 ? 8 : group_heads % 4 == 0 ? 4 : group_heads % 2 == 0 ? 2 : 1;
 }
-QATTN_HD constexpr int channels_per_thread(int h) { return kAccPerThread / h; }
-// Key slices: as many as kMaxThreads threads hold (d / C threads a slice), at most kMaxSlices. Part
-// of the numerics (the P V summation order), so a function of d and H only, never of tuning.
-int key_slices(int h, int d) { return std::clamp(kMaxThreads / (d / channels_per_thread(h)), 1, kMaxSlices); }
 
-// ---- shared-memory layout of a split block (byte offsets, all 16-byte aligned) ----
+// ---- shared-memory layout of a split block (byte offsets, 16-byte aligned) ----
 
 struct FastLayout {
-  int q = 0, q_scales = 0, s = 0, p = 0, m = 0, l = 0, a = 0, v_group_scales = 0;  // fixed regions
-  int buffers = 0;  // `stages` tile buffers; after the split's last tile, the slices' P V sums
-  TileLayout tile;  // inside one tile buffer
-  int stages = 0, total = 0;
+  int q = 0, q_scales = 0, round_max = 0, round_sum = 0, round_alpha = 0;  // block-wide
+  int warps_at = 0, warp_bytes = 0;                            // warp w's region at warps_at + w * warp_bytes
+  // Inside a warp region: `stages` tile buffers, then P, the row-sum terms and (q8_0/q4_0) the scaled V scales.
+  int k = 0, k_scales = 0, v = 0, v_scales = 0, tile_bytes = 0;  // inside one tile buffer
+  int p = 0, terms = 0, sv = 0;
+  int k_stride = 0, v_stride = 0;  // padded rows: the lanes' 16-byte and 4-byte reads hit distinct banks
+  int stages = 1, warps = 1, total = 0;
 };
 
 struct FastParams : SplitParams {
-  int chunks = 1;  // blocks per (batch, kv head, split): the GQA group / H
-  int slices = 1;  // key slices of P V (key_slices)
+  int chunks = 1;        // blocks per (batch, kv head, split): the GQA group / H
+  bool p_exact = false;  // every P value is exact in fp16
+  int p_exp = 0;         // P < 2^p_exp
   FastLayout lay;
 };
 
-// ---- V decoding: a thread's C channels of one key ----
+// ---- small device helpers ----
 
-template <int Bytes>
-struct CodeWords {
-  static constexpr int kCount = Bytes < 4 ? 1 : Bytes / 4;
-};
-
-template <int Bytes>
-__device__ inline void load_codes(const unsigned char* src, std::uint32_t (&w)[CodeWords<Bytes>::kCount]) {
-  if constexpr (Bytes == 2) {
-    w[0] = *reinterpret_cast<const std::uint16_t*>(src);
-  } else if constexpr (Bytes == 4) {
-    w[0] = *reinterpret_cast<const std::uint32_t*>(src);
-  } else if constexpr (Bytes == 8) {
-    const uint2 x = *reinterpret_cast<const uint2*>(src);
-    w[0] = x.x;
-    w[1] = x.y;
-  } else {
+template <int N>
+QATTN_HD inline float pick(const float (&a)[N], int i) {  // a[i] without a dynamically indexed register array; 0 past N
+  float r = 0.0f;
 #pragma unroll
-    for (int k = 0; k < Bytes / 16; ++k) {
-      const uint4 x = reinterpret_cast<const uint4*>(src)[k];
-      w[4 * k] = x.x;
-      w[4 * k + 1] = x.y;
-      w[4 * k + 2] = x.z;
-      w[4 * k + 3] = x.w;
-    }
+  for (int k = 0; k < N; ++k) r = k == i ? a[k] : r;
+  return r;
+}
+
+// ---- copies: one warp's tile, K (with its scales) and V (with its scales) as separate groups ----
+
+__device__ inline void warp_copy_run(unsigned char* dst, const std::uint8_t* src, int bytes, int lane) {
+  for (int c = lane; 16 * c < bytes; c += kWaveSize) async_copy_16(dst + 16 * c, src + 16L * c, true);
+}
+
+// `rows` keys of RowBytes into rows of `stride` bytes; rows [rows, rows_padded) zero-filled.
+template <int RowBytes>
+__device__ inline void warp_copy_rows(unsigned char* dst, int stride, const std::uint8_t* src, int rows, int rows_padded, int lane) {
+  constexpr int kParts = RowBytes / 16;
+  for (int c = lane; c < rows_padded * kParts; c += kWaveSize) {
+    const int r = c / kParts, e = c % kParts;
+    const bool valid = r < rows;
+    async_copy_16(dst + r * stride + 16 * e, src + (valid ? static_cast<long>(r) * RowBytes + 16 * e : 0), valid);
   }
 }
 
-// v[i] = decode(code i) * scale, each one fp32 rounding as the reference's decode-then-multiply
-// (the decoded code is exact, the 2^8 moved into `scale` is exact).
-template <DecodeV VF, int C>
-__device__ inline void decode_v(const std::uint32_t* w, const float* channel_scale, float group_scale, float (&v)[C]) {
-  if constexpr (VF == DecodeV::e4m3) {
+template <int D, class P>
+__device__ inline void copy_k(const P& p, unsigned char* buf, long key0, int rows, int lane) {
+  warp_copy_rows<D>(buf + p.lay.k, p.lay.k_stride, p.k + key0 * D, rows, rows, lane);
+  warp_copy_run(buf + p.lay.k_scales, p.k_scales + key0 * p.groups * p.k_scale_bytes, rows * p.groups * p.k_scale_bytes, lane);
+}
+
+// V rows past the tile's last key are zeros (they meet P = 0 in the mma: garbage codes could be NaN).
+template <DecodeV VF, int D, class P>
+__device__ inline void copy_v(const P& p, unsigned char* buf, long key0, int rows, int lane) {
+  constexpr int kRow = VF == DecodeV::q4_0 ? D / 2 : D;  // p.v_row: a multiple of 16
+  const int padded = (rows + kStep - 1) / kStep * kStep;
+  warp_copy_rows<kRow>(buf + p.lay.v, p.lay.v_stride, p.v + key0 * kRow, rows, padded, lane);
+  if (VF != DecodeV::e4m3) {
+    const int vg = p.d / p.v_group;
+    warp_copy_run(buf + p.lay.v_scales, p.v_scales + key0 * vg * 2, rows * vg * 2, lane);
+  }
+}
+
+// ---- scores: one lane per key, all H heads at once ----
+
+// S for keys ja and jb of the tile (each -inf unless visible): the reference's raw_score per
+// (head, key) times c, with Q's 16-byte pieces loaded once for both keys.
+template <int H>
+__device__ inline void score_two_keys(const SplitParams& p, const FastLayout& lay, const std::int8_t* qs, const float* qsc, const unsigned char* buf,
+                                      int ja, int jb, bool va, bool vb, float (&sa)[H], float (&sb)[H]) {
+  const uint4* ka = reinterpret_cast<const uint4*>(buf + lay.k + (va ? ja : 0) * lay.k_stride);
+  const uint4* kb = reinterpret_cast<const uint4*>(buf + lay.k + (vb ? jb : 0) * lay.k_stride);
+  const unsigned char* ks = buf + lay.k_scales;
+  const uint4* qv = reinterpret_cast<const uint4*>(qs);
+  const int per_group = p.group / 16, pieces = p.d / 16;
 #pragma unroll
-    for (int k = 0; k < C / 4; ++k) {
-      const std::uint32_t x = w[k];
-      // Codes 0 and 2 (bytes 0, 2) and codes 1 and 3 as fp16 pairs: sign to bit 15, magnitude to bits 13..7.
-      const float2 even = unpack_f16x2(((x << 8) & 0x80008000u) | ((x << 7) & 0x3F803F80u));
-      const float2 odd = unpack_f16x2((x & 0x80008000u) | ((x >> 1) & 0x3F803F80u));
-      v[4 * k] = even.x * channel_scale[4 * k];
-      v[4 * k + 1] = odd.x * channel_scale[4 * k + 1];
-      v[4 * k + 2] = even.y * channel_scale[4 * k + 2];
-      v[4 * k + 3] = odd.y * channel_scale[4 * k + 3];
-    }
-  } else if constexpr (VF == DecodeV::q8_0) {
+  for (int h = 0; h < H; ++h) sa[h] = sb[h] = 0.0f;
+  for (int gi = 0, v = 0; gi < p.groups; ++gi) {
+    int da[H], db[H];
 #pragma unroll
-    for (int k = 0; k < C / 4; ++k) {
-      const std::uint32_t u = w[k] ^ kQ8SignFlip;
+    for (int h = 0; h < H; ++h) da[h] = db[h] = 0;
+    for (int e = 0; e < per_group; ++e, ++v) {
+      const uint4 x = ka[v], y = kb[v];
 #pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const float f = __builtin_bit_cast(float, __byte_perm(u, kMagicBits, kPermMagicLow | static_cast<std::uint32_t>(b)));
-        v[4 * k + b] = (f - kQ8Magic) * group_scale;
+      for (int h = 0; h < H; ++h) {
+        const uint4 q = qv[h * pieces + v];
+        da[h] = dot4_i8(static_cast<int>(q.x), static_cast<int>(x.x), da[h]);
+        db[h] = dot4_i8(static_cast<int>(q.x), static_cast<int>(y.x), db[h]);
+        da[h] = dot4_i8(static_cast<int>(q.y), static_cast<int>(x.y), da[h]);
+        db[h] = dot4_i8(static_cast<int>(q.y), static_cast<int>(y.y), db[h]);
+        da[h] = dot4_i8(static_cast<int>(q.z), static_cast<int>(x.z), da[h]);
+        db[h] = dot4_i8(static_cast<int>(q.z), static_cast<int>(y.z), db[h]);
+        da[h] = dot4_i8(static_cast<int>(q.w), static_cast<int>(x.w), da[h]);
+        db[h] = dot4_i8(static_cast<int>(q.w), static_cast<int>(y.w), db[h]);
       }
     }
-  } else {
+    const auto key_scale = [&](int j) {
+      const unsigned char* s = ks + (j * p.groups + gi) * p.k_scale_bytes;
+      return p.k_scale_bytes == 2 ? decode_fp16_bits(*reinterpret_cast<const std::uint16_t*>(s)) : *reinterpret_cast<const float*>(s);
+    };
+    const float ska = key_scale(va ? ja : 0), skb = key_scale(vb ? jb : 0);
 #pragma unroll
-    for (int i = 0; i < C; ++i) {  // channel i: nibble i % 8 of word i / 8 (low nibble first)
-      const std::uint32_t u = w[i / 8] ^ kQ4SignFlip;
-      const float f = __builtin_bit_cast(float, ((u >> (4 * (i % 8))) & 0xFu) | kMagicBits);
-      v[i] = (f - kQ4Magic) * group_scale;
+    for (int h = 0; h < H; ++h) {
+      const float sq = qsc[h * p.groups + gi];
+      sa[h] = sa[h] + static_cast<float>(da[h]) * (sq * ska);
+      sb[h] = sb[h] + static_cast<float>(db[h]) * (sq * skb);
     }
   }
+#pragma unroll
+  for (int h = 0; h < H; ++h) {
+    sa[h] = va ? sa[h] * p.c : -INFINITY;
+    sb[h] = vb ? sb[h] * p.c : -INFINITY;
+  }
 }
+
+// ---- P V: the warp's (channel, head) accumulators ----
+// Lane (g, t) = (lane / 4, lane % 4) holds, for each 32-channel span s, channels 32s + 4g + {0..3}
+// of heads 2t and 2t + 1: acc[s][m][r], m the span's m-tile (channels 4g + 2m, 4g + 2m + 1), r the
+// mma accumulator (r / 2: which of the two channels, r % 2: which head).
+
+template <DecodeV VF>
+__device__ inline std::uint32_t v_word(const unsigned char* row, int span, int g) {  // channels 32 span + 4g .. +3 of one key
+  if constexpr (VF == DecodeV::q4_0) {
+    return *reinterpret_cast<const std::uint16_t*>(row + 16 * span + 2 * g);
+  } else {
+    return *reinterpret_cast<const std::uint32_t*>(row + kSpan * span + 4 * g);
+  }
+}
+
+#if defined(QATTN_GPU_CUDA)
+__device__ inline std::uint32_t sub_f16x2(std::uint32_t a, std::uint32_t b) {  // exact here: integers below 2^11
+  std::uint32_t r;
+  asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// Channel c (0..3 of the lane's four) of two keys (words w0, w1) as two fp16 (key of w0 in the low half), exactly.
+template <DecodeV VF>
+__device__ inline std::uint32_t widen_pair(std::uint32_t w0, std::uint32_t w1, int c) {
+  if constexpr (VF == DecodeV::e4m3) {
+    return widen_e4m3x2(static_cast<std::uint16_t>(__byte_perm(w0, w1, static_cast<std::uint32_t>(c | ((4 + c) << 4)))));
+  } else if constexpr (VF == DecodeV::q8_0) {
+    // Sign flipped, the code + 128 is the low byte of fp16 1024 + code + 128 (0x64XX); minus 1152.
+    const std::uint32_t x = __byte_perm(w0 ^ 0x80808080u, w1 ^ 0x80808080u, static_cast<std::uint32_t>(c | ((4 + c) << 8)));
+    return sub_f16x2((x & 0x00FF00FFu) | 0x64006400u, 0x64806480u);
+  } else {
+    // Nibble c of each 16-bit word (low nibble first), sign flipped: code + 8 under 1024; minus 1032.
+    const std::uint32_t x = ((w0 | (w1 << 16)) ^ 0x88888888u) >> (4 * c);
+    return sub_f16x2((x & 0x000F000Fu) | 0x64006400u, 0x64086408u);
+  }
+}
+
+// x0, x1 as hi + lo fp16 pairs (hi = fp16(x), lo = fp16(x - hi)).
+__device__ inline void split_f16x2(float x0, float x1, std::uint32_t& hi, std::uint32_t& lo) {
+  hi = pack_f16x2(x0, x1);
+  const float2 h = unpack_f16x2(hi);
+  lo = pack_f16x2(x0 - h.x, x1 - h.y);
+}
+#endif
 
 // ---- kernel 1: one split of one (batch, kv head, head chunk) ----
 
-template <DecodeV VF, int H>
-__global__ void __launch_bounds__(kMaxThreads, kMinBlocksPerSm) decode_fast_split_kernel(FastParams p) {
-  constexpr int C = channels_per_thread(H);
-  constexpr int kVBytes = VF == DecodeV::q4_0 ? C / 2 : C;  // a thread's V bytes of one key
+template <DecodeV VF, int D, int H>
+__global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kernel(FastParams p) {
+  constexpr int kSpans = D / kSpan;
+  constexpr bool kQ = VF != DecodeV::e4m3;
   extern __shared__ uint4 shared_vec[];
   unsigned char* sm = reinterpret_cast<unsigned char*>(shared_vec);
-  const int tid = threadIdx.x, nt = blockDim.x;
+  const FastLayout& lay = p.lay;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid % kWaveSize, warp = tid / kWaveSize, W = lay.warps;
   const int split = blockIdx.x, kh = blockIdx.y / p.chunks, chunk = blockIdx.y - kh * p.chunks, b = blockIdx.z;
-  const int G = p.hq / p.hkv, d = p.d, bc = p.bc;
-  const long bkh = static_cast<long>(b) * p.hkv + kh;                                // (batch, kv head)
-  const long bh0 = static_cast<long>(b) * p.hq + static_cast<long>(kh) * G + chunk * H;  // the block's first query head
+  const int G = p.hq / p.hkv, bc = p.bc;
+  const long bkh = static_cast<long>(b) * p.hkv + kh;
+  const long bh0 = static_cast<long>(b) * p.hq + static_cast<long>(kh) * G + chunk * H;
 
-  std::int8_t* qs = reinterpret_cast<std::int8_t*>(sm + p.lay.q);  // [H][d]
-  float* qsc = reinterpret_cast<float*>(sm + p.lay.q_scales);        // [H][groups]
-  float* S = reinterpret_cast<float*>(sm + p.lay.s);                 // [H][bc]
-  float* P = reinterpret_cast<float*>(sm + p.lay.p);                 // [bc][H]
-  float* M = reinterpret_cast<float*>(sm + p.lay.m);
-  float* L = reinterpret_cast<float*>(sm + p.lay.l);
-  float* A = reinterpret_cast<float*>(sm + p.lay.a);
-  float* vgs = reinterpret_cast<float*>(sm + p.lay.v_group_scales);  // q8_0 / q4_0: the tile's V scales [bc][d / v_group]
-  unsigned char* const buffers = sm + p.lay.buffers;                 // tile i of the split in buffer i % stages
-  const int stages = p.lay.stages;
+  std::int8_t* qs = reinterpret_cast<std::int8_t*>(sm + lay.q);   // [H][D]
+  float* qsc = reinterpret_cast<float*>(sm + lay.q_scales);         // [H][groups]
+  float* round_max = reinterpret_cast<float*>(sm + lay.round_max);      // [W][kMaxHeads]: each tile's max in a round
+  float* round_sum = reinterpret_cast<float*>(sm + lay.round_sum);      // its row sums
+  float* round_alpha = reinterpret_cast<float*>(sm + lay.round_alpha);  // its exp2(m_before - m_after)
+  unsigned char* const region = sm + lay.warps_at + warp * lay.warp_bytes;
+  float* Pw = reinterpret_cast<float*>(region + lay.p);             // [H][bc]: S, then P
+  float* Tw = reinterpret_cast<float*>(region + lay.terms);         // [H][bc]: row-sum terms (sums in key order)
+  float* Sv = reinterpret_cast<float*>(region + lay.sv);            // [spans][bc]: V scales * 2^-E (q8_0 / q4_0)
+
+  {
+    const uint4* src = reinterpret_cast<const uint4*>(p.q + bh0 * (D / 4));
+    for (int i = tid; i < H * D / 16; i += nt) reinterpret_cast<uint4*>(qs)[i] = src[i];
+    for (int i = tid; i < H * p.groups; i += nt) qsc[i] = p.q_scales[bh0 * p.groups + i];
+  }
 
   const SplitTiles st = split_tiles(p, b, split);
-  const int lo = st.lo, hi = st.hi, ta = st.ta, tb = st.tb;
-  const auto issue = [&](int t) {  // tile t into its buffer (nothing past the split), one commit group either way
-    if (t < tb) issue_tile<VF>(p, buffers + ((t - ta) % stages) * p.lay.tile.bytes, bkh, t * bc, min(hi, t * bc + bc) - t * bc);
+  const int tiles = st.tb - st.ta;
+  const int stages = lay.stages;
+  const auto buffer = [&](int i) { return region + ((i / W) % stages) * lay.tile_bytes; };
+  const auto key0 = [&](int i) { return bkh * p.cap + static_cast<long>(st.ta + i) * bc; };
+  const auto rows = [&](int i) { return min(st.hi, (st.ta + i) * bc + bc) - (st.ta + i) * bc; };
+  // One commit group per call, empty past the split: the waits below count groups.
+  const auto issue_k = [&](int i) {
+    if (i < tiles) copy_k<D>(p, buffer(i), key0(i), rows(i), lane);
     async_commit();
   };
-  for (int t = ta; t < ta + stages - 1; ++t) issue(t);
-
-  load_queries(p, bh0, H, qs, qsc, M, L, A);
-
-  // This thread's P V work: channels [c0, c0 + C) of keys slice, slice + slices, ...
-  const int runs = d / C, slices = p.slices, slice = tid / runs, c0 = (tid - slice * runs) * C;
-  const bool pv_thread = slice < slices;  // the block may hold more threads than slices x runs (a whole wave)
-  const int vgroups = d / p.v_group, v_group_index = c0 / p.v_group, v_byte0 = VF == DecodeV::q4_0 ? c0 / 2 : c0;
-  float channel_scale[VF == DecodeV::e4m3 ? C : 1];
-  if constexpr (VF == DecodeV::e4m3) {
-    const float* vs = reinterpret_cast<const float*>(p.v_scales) + bkh * d;
-#pragma unroll
-    for (int i = 0; i < C; ++i) channel_scale[i] = pv_thread ? vs[c0 + i] * kE4m3ViaFp16 : 0.0f;
-  } else {
-    channel_scale[0] = 0.0f;
-  }
-  float acc[H][C];
-#pragma unroll
-  for (int h = 0; h < H; ++h)
-#pragma unroll
-    for (int i = 0; i < C; ++i) acc[h][i] = 0.0f;
-
-  for (int t = ta; t < tb; ++t) {
-    const int j0 = t * bc;
-    const int jlo = max(lo - j0, 0), jhi = min(hi - j0, bc);  // keys of the tile the query sees
-    const unsigned char* cur = buffers + ((t - ta) % stages) * p.lay.tile.bytes;
-    if (stages == kMaxStages) {
-      async_wait<kMaxStages - 2>();
+  const auto issue_v = [&](int i) {
+    if (i < tiles) copy_v<VF, D>(p, buffer(i), key0(i), rows(i), lane);
+    async_commit();
+  };
+  const auto wait_tile_part = [&] {  // the oldest group: 2 * stages - 1 may stay in flight
+    if (stages == 1) {
+      async_wait<1>();
     } else {
-      async_wait<kMinStages - 2>();
+      async_wait<3>();
     }
-    __syncthreads();  // tile t has landed; every thread is done with tile t - 1 and its buffer
-    issue(t + stages - 1);
+    wave_sync();
+  };
+  for (int s = 0; s < stages; ++s) {
+    issue_k(warp + s * W);
+    issue_v(warp + s * W);
+  }
+  __syncthreads();  // Q
 
-    score_tile<VF>(p, H, qs, qsc, cur, jlo, jhi, S, vgs);
-    __syncthreads();
-    softmax_tile(p, H, S, P, M, L, A);
-    __syncthreads();
+  const int g = lane / 4, t = lane % 4;
+  const bool pv_lane = g < 8;  // lanes 0..31 (a wave of 64 leaves its upper half idle in P V)
+  float acc[kSpans][2][4];
+#pragma unroll
+  for (int s = 0; s < kSpans; ++s)
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[s][m][r] = 0.0f;
+  float m_prev[H];  // the max this warp's accumulators are relative to
+#pragma unroll
+  for (int h = 0; h < H; ++h) m_prev[h] = -INFINITY;
+  int e_prev = 0;  // and their power of two: true sum = acc * 2^e_prev
+  const int e_fixed = p.p_exact ? 0 : p.p_exp - kBRange;  // e4m3 V: B = P * 2^-e_fixed
 
-    // acc = acc * alpha + P V over this thread's keys of the tile.
-    if (pv_thread) {
-      float alpha[H];
+  float m_run[H], l_run[H];  // the split's running max and l after each round (every warp alike)
 #pragma unroll
-      for (int h = 0; h < H; ++h) alpha[h] = A[h];
-#pragma unroll
-      for (int h = 0; h < H; ++h)
-#pragma unroll
-        for (int i = 0; i < C; ++i) acc[h][i] *= alpha[h];
-      const unsigned char* vrows = cur + p.lay.tile.v + v_byte0;
-#pragma unroll 1
-      for (int jj = jlo + slice; jj < jhi; jj += slices) {
-        std::uint32_t w[CodeWords<kVBytes>::kCount];
-        load_codes<kVBytes>(vrows + jj * p.v_row, w);
-        const float group_scale = VF == DecodeV::e4m3 ? 1.0f : vgs[jj * vgroups + v_group_index];
-        float v[C];
-        decode_v<VF, C>(w, channel_scale, group_scale, v);
-        float pj[H];
-        load_p<H>(P + jj * H, pj);
-#pragma unroll
-        for (int h = 0; h < H; ++h)
-#pragma unroll
-          for (int i = 0; i < C; ++i) acc[h][i] = fmaf(pj[h], v[i], acc[h][i]);
-      }
-    }
+  for (int h = 0; h < H; ++h) {
+    m_run[h] = -INFINITY;
+    l_run[h] = 0.0f;
   }
 
-  // The slices' sums through shared memory (the tile buffers, idle now), added in slice order.
-  async_wait<0>();
-  __syncthreads();
-  float* red = reinterpret_cast<float*>(buffers);  // [slices][H][d]
-  if (pv_thread) {
+  // Rounds of W tiles, tile r0 + w to warp w. Two block barriers a round: after the tiles' maxima
+  // (each warp then takes the running max through its tile, in tile order) and after their row sums
+  // and P V (each warp then chains l over the round's tiles, in tile order).
+  for (int r0 = 0; r0 < tiles; r0 += W) {
+    const int i = r0 + warp, in_round = min(W, tiles - r0);
+    const bool active = i < tiles;
+    unsigned char* const buf = buffer(i);
+    const int j0 = (st.ta + i) * bc;
+    const int jlo = max(st.lo - j0, 0), jhi = min(st.hi - j0, bc);
+
+    // S = Q K^T, the tile's max per head.
+    float tmax[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h) tmax[h] = -INFINITY;
+    if (active) {
+      wait_tile_part();
+      for (int ja = lane; ja < bc; ja += 2 * kWaveSize) {
+        const int jb = ja + kWaveSize;
+        float sa[H], sb[H];
+        score_two_keys<H>(p, lay, qs, qsc, buf, ja, jb, ja >= jlo && ja < jhi, jb >= jlo && jb < jhi, sa, sb);
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          Pw[h * bc + ja] = sa[h];
+          tmax[h] = fmaxf(tmax[h], sa[h]);
+          if (jb < bc) {
+            Pw[h * bc + jb] = sb[h];
+            tmax[h] = fmaxf(tmax[h], sb[h]);
+          }
+        }
+      }
+      wave_sync();  // K read by every lane: its buffer may refill
+      issue_k(i + stages * W);
+#pragma unroll
+      for (int h = 0; h < H; ++h) tmax[h] = wave_max(tmax[h]);
+      if (lane == 0)
+#pragma unroll
+        for (int h = 0; h < H; ++h) round_max[warp * kMaxHeads + h] = tmax[h];
+    }
+    __syncthreads();
+
+    // The running max before and after this warp's tile; m_run after the round.
+    float m_old[H], m_new[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      float m = m_run[h];
+      m_old[h] = m_new[h] = -INFINITY;
+      for (int w = 0; w < in_round; ++w) {
+        if (w == warp) m_old[h] = m;
+        m = fmaxf(m, round_max[w * kMaxHeads + h]);
+        if (w == warp) m_new[h] = m;
+      }
+      m_run[h] = m;
+    }
+    if (active) {
+
+      // P against m_new, quantized; the row sums as the reference adds them.
+      float part[H];
+#pragma unroll
+      for (int h = 0; h < H; ++h) part[h] = 0.0f;
+      {
+        const PRound pr = p.pr;  // in registers: the loop's shared-memory stores would otherwise reload them
+        const float p_mult = p.p_mult;
+        const bool quantized_sum = p.denominator_quantized, exact_sum = p.row_sum_exact;
+        for (int jj = lane; jj < bc; jj += kWaveSize) {
+#pragma unroll
+          for (int h = 0; h < H; ++h) {
+            const float s = Pw[h * bc + jj];
+            const float pf = s == -INFINITY ? 0.0f : exp2f(s - m_new[h]);
+            const float pq = round_p(pr, pf * p_mult);
+            Pw[h * bc + jj] = pq;
+            const float term = quantized_sum ? pq : pf;
+            part[h] += term;
+            if (!exact_sum) Tw[h * bc + jj] = term;
+          }
+        }
+      }
+      float row_sum[H];
+      if (p.row_sum_exact) {
+#pragma unroll
+        for (int h = 0; h < H; ++h) row_sum[h] = wave_sum(part[h]);  // every partial sum exact: any order is the in-order sum
+      } else {
+        wave_sync();
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          float s = 0.0f;  // the emulator's order, key by key
+          for (int jj = 0; jj < bc; ++jj) s += Tw[h * bc + jj];
+          row_sum[h] = s;
+        }
+      }
+
+      if (lane == 0)
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          round_sum[warp * kMaxHeads + h] = row_sum[h];
+          round_alpha[warp * kMaxHeads + h] = m_old[h] == -INFINITY ? 0.0f : exp2f(m_old[h] - m_new[h]);
+        }
+
+      // This warp's accumulators, from its previous tile's max (and power of two) to this tile's.
+      wait_tile_part();  // V landed; P written by every lane
+      int e_tile = e_fixed;
+      if constexpr (kQ) {
+        // The tile's V scales times 2^-E, E from the largest: P * s * 2^-E < 2^kBRange.
+        const int vgroups = D / p.v_group;
+        const std::uint16_t* vs16 = reinterpret_cast<const std::uint16_t*>(buf + lay.v_scales);
+        float smax = 0.0f;
+        for (int k = lane; k < jhi * vgroups; k += kWaveSize) smax = fmaxf(smax, fabsf(decode_fp16_bits(vs16[k])));
+        smax = wave_max(smax);
+        e_tile = smax > 0.0f ? ilogbf(smax) + 1 + p.p_exp - kBRange : e_prev;
+        for (int k = lane; k < kSpans * bc; k += kWaveSize) {
+          const int s = k / bc, j = k - s * bc;
+          Sv[k] = j < jhi ? ldexpf(decode_fp16_bits(vs16[j * vgroups + s * kSpan / p.v_group]), -e_tile) : 0.0f;
+        }
+        wave_sync();
+      }
+      if (i >= W) {  // a previous tile of this warp: rescale (alpha between this warp's tiles, and the power of two)
+        float f[H];
+#pragma unroll
+        for (int h = 0; h < H; ++h) f[h] = ldexpf(m_prev[h] == -INFINITY ? 0.0f : exp2f(m_prev[h] - m_new[h]), e_prev - e_tile);
+        const float f0 = pick(f, 2 * t), f1 = pick(f, 2 * t + 1);
+#pragma unroll
+        for (int s = 0; s < kSpans; ++s)
+#pragma unroll
+          for (int m = 0; m < 2; ++m) {
+            acc[s][m][0] *= f0;
+            acc[s][m][1] *= f1;
+            acc[s][m][2] *= f0;
+            acc[s][m][3] *= f1;
+          }
+      }
+#pragma unroll
+      for (int h = 0; h < H; ++h) m_prev[h] = m_new[h];
+      e_prev = e_tile;
+
+      // O += V^T P over the tile's keys, 16 at a time.
+      const unsigned char* vrows = buf + lay.v;
+      const int steps = (jhi + kStep - 1) / kStep;
+      const float p_unit = ldexpf(1.0f, -e_tile);
+#if defined(QATTN_GPU_CUDA)
+      if (pv_lane) {
+        const float* prow = Pw + (g < H ? g : 0) * bc;
+        const bool head_lane = g < H;
+        for (int step = 0; step < steps; ++step) {
+          const int k0 = step * kStep + 2 * t;
+          const float2 pa = head_lane ? *reinterpret_cast<const float2*>(prow + k0) : make_float2(0.0f, 0.0f);
+          const float2 pb = head_lane ? *reinterpret_cast<const float2*>(prow + k0 + 8) : make_float2(0.0f, 0.0f);
+          std::uint32_t bhi[2] = {0, 0}, blo[2] = {0, 0};
+          if constexpr (!kQ) {
+            if (p.p_exact) {
+              bhi[0] = pack_f16x2(pa.x, pa.y);
+              bhi[1] = pack_f16x2(pb.x, pb.y);
+            } else {
+              split_f16x2(pa.x * p_unit, pa.y * p_unit, bhi[0], blo[0]);
+              split_f16x2(pb.x * p_unit, pb.y * p_unit, bhi[1], blo[1]);
+            }
+          }
+#pragma unroll
+          for (int s = 0; s < kSpans; ++s) {
+            const std::uint32_t w0 = v_word<VF>(vrows + k0 * lay.v_stride, s, g), w1 = v_word<VF>(vrows + (k0 + 1) * lay.v_stride, s, g);
+            const std::uint32_t w8 = v_word<VF>(vrows + (k0 + 8) * lay.v_stride, s, g), w9 = v_word<VF>(vrows + (k0 + 9) * lay.v_stride, s, g);
+            if constexpr (kQ) {
+              const float2 sa = *reinterpret_cast<const float2*>(Sv + s * bc + k0), sb = *reinterpret_cast<const float2*>(Sv + s * bc + k0 + 8);
+              split_f16x2(pa.x * sa.x, pa.y * sa.y, bhi[0], blo[0]);
+              split_f16x2(pb.x * sb.x, pb.y * sb.y, bhi[1], blo[1]);
+            }
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+              const std::uint32_t a[4] = {widen_pair<VF>(w0, w1, 2 * m), widen_pair<VF>(w0, w1, 2 * m + 1), widen_pair<VF>(w8, w9, 2 * m),
+                                          widen_pair<VF>(w8, w9, 2 * m + 1)};
+              mma_f16_m16n8k16(acc[s][m], a, bhi);
+              if (kQ || !p.p_exact) mma_f16_m16n8k16(acc[s][m], a, blo);
+            }
+          }
+        }
+      }
+#else
+      if (pv_lane) {  // the same sums as fp32 FMAs: lane (g, t) reads every key of its channels and heads
+        const int h0 = 2 * t, h1 = 2 * t + 1;
+        for (int j = 0; j < steps * kStep; ++j) {
+          const float p0 = h0 < H ? Pw[h0 * bc + j] : 0.0f, p1 = h1 < H ? Pw[h1 * bc + j] : 0.0f;
+#pragma unroll
+          for (int s = 0; s < kSpans; ++s) {
+            const float unit = kQ ? Sv[s * bc + j] : p_unit;
+            const float b0 = p0 * unit, b1 = p1 * unit;
+            const std::uint32_t w = v_word<VF>(vrows + j * lay.v_stride, s, g);
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              const float v = VF == DecodeV::e4m3 ? decode_e4m3_bits((w >> (8 * c)) & 0xFFu)
+                              : VF == DecodeV::q8_0 ? static_cast<float>(static_cast<std::int8_t>((w >> (8 * c)) & 0xFFu))
+                                                    : decode_int4_bits((w >> (4 * c)) & 0xFu);
+              float* r = acc[s][c / 2] + 2 * (c % 2);
+              r[0] = fmaf(v, b0, r[0]);
+              r[1] = fmaf(v, b1, r[1]);
+            }
+          }
+        }
+      }
+#endif
+
+      wave_sync();  // V and P read by every lane: the buffer may refill
+      issue_v(i + stages * W);
+    }
+    __syncthreads();
+
+    // l through the round's tiles, as the reference chains it: l = alpha * l + row sum.
 #pragma unroll
     for (int h = 0; h < H; ++h)
+      for (int w = 0; w < in_round; ++w) l_run[h] = round_alpha[w * kMaxHeads + h] * l_run[h] + round_sum[w * kMaxHeads + h];
+  }
+
+  // The warps' sums to the split's max, added in warp order through shared memory (the regions, idle now).
+  async_wait<0>();
+  __syncthreads();
+  const float(&m_final)[H] = m_run;
+  const float(&l_final)[H] = l_run;
+  float* red = reinterpret_cast<float*>(sm + lay.warps_at);  // [W][H][D]
+  if (pv_lane) {
+    float f[H];
 #pragma unroll
-      for (int i = 0; i < C; i += 4)
-        *reinterpret_cast<float4*>(red + (slice * H + h) * d + c0 + i) = make_float4(acc[h][i], acc[h][i + 1], acc[h][i + 2], acc[h][i + 3]);
+    for (int h = 0; h < H; ++h) f[h] = m_prev[h] == -INFINITY ? 0.0f : ldexpf(exp2f(m_prev[h] - m_final[h]), e_prev);
+#pragma unroll
+    for (int s = 0; s < kSpans; ++s)
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int h = 2 * t + r % 2, c = kSpan * s + 4 * g + 2 * m + r / 2;
+          if (h < H) red[(warp * H + h) * D + c] = acc[s][m][r] * pick(f, h);
+        }
   }
   __syncthreads();
-  // The split's partial (m, l, o) per query head; an empty split leaves (-inf, 0, 0).
-  for (int i = tid; i < H * d; i += nt) {
-    const int g = i / d, c = i - g * d;
+  for (int i = tid; i < H * D; i += nt) {
     float o = 0.0f;
-    for (int s = 0; s < slices; ++s) o += red[(s * H + g) * d + c];
-    p.part_o[((bh0 + g) * p.splits + split) * d + c] = o;
+    for (int w = 0; w < W; ++w) o += red[w * H * D + i];
+    if constexpr (VF == DecodeV::e4m3) o *= reinterpret_cast<const float*>(p.v_scales)[bkh * D + i % D];
+    p.part_o[((bh0 + i / D) * p.splits + split) * D + i % D] = o;
   }
-  write_state(p, bh0, H, split, M, L);
+  if (tid < H) {
+    const long slot = (bh0 + tid) * p.splits + split;
+    p.part_m[slot] = pick(m_final, tid);
+    p.part_l[slot] = pick(l_final, tid);
+  }
 }
 
 // ---- host side ----
 
 using FastKernel = void (*)(FastParams);
 
-template <DecodeV VF>
+template <DecodeV VF, int D>
 FastKernel fast_kernel_for(int h) {
   switch (h) {
-    case 8: return decode_fast_split_kernel<VF, 8>;
-    case 4: return decode_fast_split_kernel<VF, 4>;
-    case 2: return decode_fast_split_kernel<VF, 2>;
-    default: return decode_fast_split_kernel<VF, 1>;
+    case 8: return decode_fast_split_kernel<VF, D, 8>;
+    case 4: return decode_fast_split_kernel<VF, D, 4>;
+    case 2: return decode_fast_split_kernel<VF, D, 2>;
+    default: return decode_fast_split_kernel<VF, D, 1>;
   }
 }
 
-FastKernel fast_kernel_for(DecodeV vf, int h) {
+template <DecodeV VF>
+FastKernel fast_kernel_for(int d, int h) {
+  switch (d) {
+    case 32: return fast_kernel_for<VF, 32>(h);
+    case 64: return fast_kernel_for<VF, 64>(h);
+    case 128: return fast_kernel_for<VF, 128>(h);
+    default: return fast_kernel_for<VF, 256>(h);
+  }
+}
+
+FastKernel fast_kernel_for(DecodeV vf, int d, int h) {
   switch (vf) {
-    case DecodeV::e4m3: return fast_kernel_for<DecodeV::e4m3>(h);
-    case DecodeV::q8_0: return fast_kernel_for<DecodeV::q8_0>(h);
-    case DecodeV::q4_0: return fast_kernel_for<DecodeV::q4_0>(h);
+    case DecodeV::e4m3: return fast_kernel_for<DecodeV::e4m3>(d, h);
+    case DecodeV::q8_0: return fast_kernel_for<DecodeV::q8_0>(d, h);
+    case DecodeV::q4_0: return fast_kernel_for<DecodeV::q4_0>(d, h);
   }
   return nullptr;
 }
 
 using FastLaunch = DecodeLaunch<FastParams>;
 
-// Shared bytes of a block with `stages` tile buffers.
-FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, DecodeV vf, int v_row, int v_group, int stages) {
+// One warp's region and the block's layout for `warps` warps and `stages` tile buffers each.
+FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, DecodeV vf, int v_row, int v_group, int warps, int stages) {
   FastLayout L;
   int off = 0;
   const auto take = [&](int bytes) {
@@ -297,68 +585,90 @@ FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, D
   };
   L.q = take(h * d);
   L.q_scales = take(4 * h * groups);
-  L.s = take(4 * h * bc);
-  L.p = take(4 * bc * h);
-  L.m = take(4 * h);
-  L.l = take(4 * h);
-  L.a = take(4 * h);
-  L.v_group_scales = take(vf == DecodeV::e4m3 ? 0 : 4 * bc * (d / v_group));
-  L.tile = tile_layout_of(d, groups, k_scale_bytes, bc, vf, v_row, v_group);
+  L.round_max = take(4 * kMaxWarps * kMaxHeads);
+  L.round_sum = take(4 * kMaxWarps * kMaxHeads);
+  L.round_alpha = take(4 * kMaxWarps * kMaxHeads);
+  L.warps_at = off;
+  // d + 16 bytes a K row: the lanes' 16-byte reads of consecutive keys fall on distinct banks; V rows
+  // likewise for the 4-byte reads of keys 2t, 2t + 1, 2t + 8, 2t + 9.
+  L.k_stride = d + 16;
+  L.v_stride = v_row + 16;
+  int w = 0;
+  const auto wtake = [&](int bytes) {
+    const int at = w;
+    w += up16(bytes);
+    return at;
+  };
+  L.k = wtake(bc * L.k_stride);
+  L.k_scales = wtake(bc * groups * k_scale_bytes);
+  L.v = wtake(bc * L.v_stride);
+  L.v_scales = wtake(vf == DecodeV::e4m3 ? 0 : bc * (d / v_group) * 2);
+  L.tile_bytes = w;
+  w = stages * L.tile_bytes;
+  L.p = wtake(4 * h * bc);
+  L.terms = wtake(4 * h * bc);
+  L.sv = wtake(vf == DecodeV::e4m3 ? 0 : 4 * (d / kSpan) * bc);
+  L.warp_bytes = std::max(w, up16(4 * h * d));  // after the last tile, a warp's region holds its [H][d] sums
+  L.warps = warps;
   L.stages = stages;
-  const int sums = 4 * key_slices(h, d) * h * d;  // the slices' P V sums, after the last tile
-  L.buffers = take(std::max(stages * L.tile.bytes, sums));
-  L.total = off;
+  L.total = L.warps_at + warps * L.warp_bytes;
   return L;
+}
+
+// Every value of P's format is exact in fp16 (so P is B's single fp16 term for e4m3 V).
+bool p_exact_in_fp16(FormatId id) {
+  const Format f = format_of(id), half = format_of(FormatId::fp16);
+  if (f.bits > 16) return false;
+  for (std::uint32_t c = 0; c < (1u << f.bits); ++c) {
+    const double v = decode(f, c);
+    if (!std::isfinite(v)) continue;
+    if (std::fabs(v) > max_finite(half) || decode(half, encode(half, v)) != v) return false;
+  }
+  return true;
 }
 
 FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim, int group, bool k_scales_fp16, DecodeV vf, int v_group,
                      float score_factor, FormatId p_format, float p_multiplier, bool denominator_quantized, int block_k, int split_k,
                      const DecodeFastTuning& tuning) {
-  require(tuning.stages >= kMinStages && tuning.stages <= kMaxStages,
-          "tuning.stages " + std::to_string(tuning.stages) + " must be " + std::to_string(kMinStages) + " or " + std::to_string(kMaxStages), kWho);
+  require(tuning.stages >= 1 && tuning.stages <= 2, "tuning.stages " + std::to_string(tuning.stages) + " must be 1 or 2", kWho);
   check_merge_threads(tuning.merge_threads, kWho);
-  const int group_heads = q_heads / kv_heads, h = heads_per_block(group_heads), c = channels_per_thread(h);
+  require(dim == 32 || dim == 64 || dim == 128 || dim == 256, "head dim " + std::to_string(dim) + " must be 32, 64, 128 or 256", kWho);
   if (vf != DecodeV::e4m3) {
-    require(v_group % c == 0, std::string("V scale group (v_group) ") + std::to_string(v_group) + " must be a multiple of " + std::to_string(c) +
-                                  ", the channels one thread reads with " + std::to_string(h) + " query heads per block (GQA group " +
-                                  std::to_string(group_heads) + ")",
+    require(v_group % kSpan == 0, "V scale group (v_group) " + std::to_string(v_group) + " must be a multiple of 32 (a scale per 16-key x 32-channel mma operand)",
             kWho);
   }
+  const int group_heads = q_heads / kv_heads, h = heads_per_block(group_heads);
   FastLaunch l;
   FastParams& p = l.p;
   set_split_params(p, q_heads, kv_heads, capacity, dim, group, k_scales_fp16, vf, v_group, score_factor, p_format, p_multiplier,
                    denominator_quantized, block_k, split_k);
   p.chunks = group_heads / h;
-  const int ws = wave_size();
-  p.slices = key_slices(h, dim);
-  l.threads = round_up(std::max(p.slices * dim / c, ws), ws);
+  p.p_exact = p_exact_in_fp16(p_format);
+  p.p_exp = std::ilogb(p_multiplier) + 2;  // P <= round(multiplier) < 2 * multiplier
+  // The warp count is numerics (each warp sums its own tiles): a function of the shape only.
+  const int one = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, 1, 1).warp_bytes;
+  const int warps = std::clamp(kWarpBudget / one, 1, kMaxWarps);
   const int limit = max_shared_bytes_per_block();
-  for (int stages = tuning.stages; stages >= kMinStages; --stages) {
-    p.lay = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, stages);
+  for (int stages = tuning.stages; stages >= 1; --stages) {
+    p.lay = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, warps, stages);
     if (p.lay.total <= limit) break;
   }
   require(p.lay.total <= limit,
           "key tile (block_k) " + std::to_string(block_k) + " at head dim " + std::to_string(dim) + " needs " + std::to_string(p.lay.total) +
-              " bytes of shared memory with two tile buffers; the device allows " + std::to_string(limit) + " (use a smaller block_k)",
+              " bytes of shared memory; the device allows " + std::to_string(limit) + " (use a smaller block_k)",
           kWho);
-  l.kernel = fast_kernel_for(vf, h);
+  l.kernel = fast_kernel_for(vf, dim, h);
+  l.threads = warps * wave_size();
   l.grid = dim3(split_k, kv_heads * p.chunks, batch);
   l.merge_threads = tuning.merge_threads;
   l.merge_blocks = batch * q_heads;
   return l;
 }
 
-
 }  // namespace
 
 std::vector<float> flash_decode_fast(const DecodeInputs& in, const DecodeFastTuning& tuning) {
   check_inputs(in, kWho);
-  if (in.v_format == DecodeV::e4m3) {
-    for (std::size_t i = 0; i < in.v_scales.size(); ++i) {
-      require(std::fabs(in.v_scales[i]) < kE4m3ScaleLimit,
-              "e4m3 V scale (v_scales[" + std::to_string(i) + "]) " + std::to_string(in.v_scales[i]) + " must be below 2^120 in magnitude", kWho);
-    }
-  }
   const PackedDecodeCache pk = pack_decode_cache(in);
   FastLaunch l = plan_fast(in.batch, in.q_heads, in.kv_heads, pk.capacity, in.dim, in.group, pk.k_scales_fp16, in.v_format, in.v_group,
                            in.score_factor, in.p_format, in.p_multiplier, in.denominator_quantized, in.block_k, in.split_k, tuning);

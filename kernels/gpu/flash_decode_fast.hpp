@@ -1,17 +1,16 @@
 #pragma once
 // Host interface of the fast decode path: the same inputs (DecodeInputs), the same packed device
 // cache (pack_decode_cache) and the same recipe as flash_decode (flash_decode.hpp), which stays the
-// bit-faithful reference. What may differ from the emulator is fp32 rounding in P V only: its
-// summation order (each thread sums a slice of the keys, the slices are added at the end of a split)
-// and fused multiply-adds there. The scores (exact int8 dot products, block scales summed in block
-// order), the running max, P's quantization per key tile of each split and the row sums are the
-// reference's operations, so the emulator's.
+// bit-faithful reference. What may differ from the emulator is fp32 rounding in P V only: each warp
+// of a split block sums its own key tiles on the matrix units (fp16 operands holding V's codes and P
+// exactly, or P times V's per-key scale as two fp16 terms; fp32 accumulation), rescaled between its
+// tiles, and the warps' sums are added in warp order. The scores (exact int8 dot products, block
+// scales summed in block order), the running max, P's quantization per key tile of each split and
+// the row sums are the reference's operations, so the emulator's.
 //
-// Covered: what flash_decode covers, except that q8_0 / q4_0 need a V scale group that is a multiple
-// of the channels one thread reads (32 / H, H the query heads a block serves: 8, 4, 2 or 1, the
-// largest dividing the GQA group; the q8_0 / q4_0 group of 32 always qualifies), e4m3 V scales must be
-// below 2^120 in magnitude, and a tile's buffers must fit the device's shared memory (two of them).
-// Anything else throws std::invalid_argument naming the field.
+// Covered: what flash_decode covers at head dims 32, 64, 128 and 256, except that q8_0 / q4_0 need a
+// V scale group that is a multiple of 32, and one warp's key tile must fit the device's shared
+// memory. Anything else throws std::invalid_argument naming the field.
 #include <vector>
 
 #include "kernels/gpu/flash_decode.hpp"
@@ -20,7 +19,7 @@ namespace qattn::gpu {
 
 // Tuning: never changes a result (a test proves it).
 struct DecodeFastTuning {
-  int stages = 3;           // tile buffers in the copy pipeline: 2 or 3 (fewer when 3 do not fit)
+  int stages = 1;           // tile buffers per warp: 1 (K and V of the next tile still copied while this one's P V and S run) or 2 (1 when 2 do not fit)
   int merge_threads = 128;  // threads per merge block: a multiple of the wave size, at most 1024
 };
 
