@@ -17,13 +17,15 @@
 // P V as matrix products (m16n8k16, fp16 operands, fp32 accumulate): A = V^T (16 channels x 16
 // keys, V's codes widened to fp16 exactly), B = P (16 keys x 8 heads). e4m3's channel scale is
 // applied after the sum. q8_0 / q4_0's per-key scales (one per 32-channel span at least) are folded
-// into B: B = P * s * 2^-E, split into two fp16 terms (hi + lo: 22 bits of the fp32 product), E a
-// power of two per tile that keeps B below 2^15 (fp16's range); the tile's sum is rescaled by 2^E.
+// into B: B = P * s * 2^-E, split into two fp16 terms (hi + lo), E a power of two per tile from the
+// bound P < 2^p_exp and the tile's largest scale, so that B < 2^15 (fp16's range); the tile's sum is
+// rescaled by 2^E. hi + lo hold 22 bits of the fp32 product while B >= 2^-3; smaller B keeps fp16's
+// absolute floor of 2^-24 (2^-39 of the bound): an error far below fp32's on the sum's large terms.
 // P that fp16 holds exactly (e4m3, e5m2, int8, fp16, ...) is B's single term for e4m3 V.
 // Where mma.sync is absent (HIP), the same lane-to-(channel, head) assignment runs as fp32 FMAs.
 //
 // Tuning (stages, merge threads) never changes a result: W and the key-to-warp map depend on the
-// shape and the recipe only.
+// shape, the recipe and the K scales' width (fp16, or fp32 when a scale is not an fp16 value) only.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -644,6 +646,9 @@ FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim
                    denominator_quantized, block_k, split_k);
   p.chunks = group_heads / h;
   p.p_exact = p_exact_in_fp16(p_format);
+  // B's powers of two (2^(15 - p_exp) and the scales') must stay finite floats.
+  require(std::ilogb(p_multiplier) >= -100 && std::ilogb(p_multiplier) <= 100,
+          "the P multiplier " + std::to_string(p_multiplier) + " must lie in [2^-100, 2^101)", kWho);
   p.p_exp = std::ilogb(p_multiplier) + 2;  // P <= round(multiplier) < 2 * multiplier
   // The warp count is numerics (each warp sums its own tiles): a function of the shape only.
   const int one = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, 1, 1).warp_bytes;
@@ -655,7 +660,8 @@ FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim
   }
   require(p.lay.total <= limit,
           "key tile (block_k) " + std::to_string(block_k) + " at head dim " + std::to_string(dim) + " needs " + std::to_string(p.lay.total) +
-              " bytes of shared memory; the device allows " + std::to_string(limit) + " (use a smaller block_k)",
+              " bytes of shared memory for " + std::to_string(warps) + " warps' tiles; the device allows " + std::to_string(limit) +
+              " (use a smaller block_k, or flash_decode)",
           kWho);
   l.kernel = fast_kernel_for(vf, dim, h);
   l.threads = warps * wave_size();
@@ -669,6 +675,15 @@ FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim
 
 std::vector<float> flash_decode_fast(const DecodeInputs& in, const DecodeFastTuning& tuning) {
   check_inputs(in, kWho);
+  if (in.v_format == DecodeV::e4m3) {
+    // The matrix units widen e4m3's NaN codes to NaN, and P = 0 does not cancel it (keys before a
+    // window's start are still in the tile); the reference's decoder reads them as 480.
+    const Format e4m3 = format_of(FormatId::e4m3);
+    for (std::size_t i = 0; i < in.v_codes.size(); ++i) {
+      require(!is_nan_code(e4m3, in.v_codes[i]),
+              "v_codes[" + std::to_string(i) + "] is an e4m3 NaN code (" + std::to_string(in.v_codes[i]) + "); V must hold finite codes", kWho);
+    }
+  }
   const PackedDecodeCache pk = pack_decode_cache(in);
   FastLaunch l = plan_fast(in.batch, in.q_heads, in.kv_heads, pk.capacity, in.dim, in.group, pk.k_scales_fp16, in.v_format, in.v_group,
                            in.score_factor, in.p_format, in.p_multiplier, in.denominator_quantized, in.block_k, in.split_k, tuning);

@@ -429,6 +429,18 @@ TEST_CASE("decode fast: what it does not cover is one clear error", "[gpu][decod
   const std::string m2 = message([&] { (void)gpu::flash_decode_fast(odd_dim); });
   INFO(m2);
   CHECK(m2.find("head dim 96") != std::string::npos);
+  // An e4m3 NaN code in V (the matrix units would carry it into the output even at P = 0).
+  gpu::DecodeInputs nan_code = gpu::make_decode_inputs(mha, decode_recipe(DecodeV::e4m3, 2));
+  nan_code.v_codes[5] = 0x7F;
+  const std::string m4 = message([&] { (void)gpu::flash_decode_fast(nan_code); });
+  INFO(m4);
+  CHECK(m4.find("v_codes[5]") != std::string::npos);
+  // A P multiplier whose powers of two in B would overflow a float.
+  gpu::DecodeInputs huge_multiplier = gpu::make_decode_inputs(mha, decode_recipe(DecodeV::q8_0, 2));
+  huge_multiplier.p_multiplier = 0x1p110f;
+  const std::string m5 = message([&] { (void)gpu::flash_decode_fast(huge_multiplier); });
+  INFO(m5);
+  CHECK(m5.find("P multiplier") != std::string::npos);
   // A pipeline depth outside [1, 2].
   gpu::DecodeFastTuning deep;
   deep.stages = 3;
