@@ -44,7 +44,10 @@ namespace {
 
 constexpr const char* kWho = "flash_decode_fast";
 constexpr int kMaxWarps = 4;             // warps of a split block; more blocks per SM give occupancy
-constexpr int kWarpBudget = 96 * 1024;   // shared bytes the warps' regions may take: W = this / one warp's, at most 4
+// Shared bytes the warps' regions may take: W = this / one warp's, at most 4. Both fit AMD's 64 KB a
+// block. Measured on the H200 (B=8 Hq=32 Hkv=8 N=32768 d=128, budgets 48/60/96/128 KB): e4m3 V is
+// fastest at 60 KB (0.242 ms: W = 3, 4 blocks an SM), q8_0 / q4_0 at 48 KB (0.397 / 0.317 ms).
+constexpr int warp_budget(DecodeV vf) { return vf == DecodeV::e4m3 ? 60 * 1024 : 48 * 1024; }
 constexpr int kMaxHeads = 8;
 constexpr int kStep = 16;                // keys per mma k-step
 constexpr int kSpan = 32;                // channels per V span: 2 m-tiles of 16; q8_0 / q4_0 scale groups are whole spans
@@ -63,7 +66,6 @@ struct FastLayout {
   // Inside a warp region: `stages` tile buffers, then P, the row-sum terms and (q8_0/q4_0) the scaled V scales.
   int k = 0, k_scales = 0, v = 0, v_scales = 0, tile_bytes = 0;  // inside one tile buffer
   int p = 0, terms = 0, sv = 0;
-  int k_stride = 0, v_stride = 0;  // padded rows: the lanes' 16-byte and 4-byte reads hit distinct banks
   int stages = 1, warps = 1, total = 0;
 };
 
@@ -84,26 +86,45 @@ QATTN_HD inline float pick(const float (&a)[N], int i) {  // a[i] without a dyna
   return r;
 }
 
+// ---- dense tile rows, 16-byte chunks swizzled ----
+// Chunk c of row r sits at chunk c ^ swizzle(r): the rows that share a 128-byte bank line (or, for
+// rows of 128 bytes and more, consecutive rows) put a given chunk on distinct banks, so the lanes'
+// reads (one chunk of consecutive keys in the scores; 4 bytes of keys 2t + {0, 1, 8, 9} in P V)
+// are conflict-free without padding.
+template <int RowBytes>
+QATTN_HD constexpr int swizzle(int r) {
+  constexpr int kChunks = RowBytes / 16;
+  if constexpr (kChunks >= 8) {
+    return r & 7;
+  } else {
+    return (r / (8 / kChunks)) & (kChunks - 1);
+  }
+}
+template <int RowBytes>
+QATTN_HD constexpr int chunk_offset(int r, int c) {  // byte offset of chunk c of row r
+  return r * RowBytes + 16 * (c ^ swizzle<RowBytes>(r));
+}
+
 // ---- copies: one warp's tile, K (with its scales) and V (with its scales) as separate groups ----
 
 __device__ inline void warp_copy_run(unsigned char* dst, const std::uint8_t* src, int bytes, int lane) {
   for (int c = lane; 16 * c < bytes; c += kWaveSize) async_copy_16(dst + 16 * c, src + 16L * c, true);
 }
 
-// `rows` keys of RowBytes into rows of `stride` bytes; rows [rows, rows_padded) zero-filled.
+// `rows` keys of RowBytes into swizzled rows; rows [rows, rows_padded) zero-filled.
 template <int RowBytes>
-__device__ inline void warp_copy_rows(unsigned char* dst, int stride, const std::uint8_t* src, int rows, int rows_padded, int lane) {
+__device__ inline void warp_copy_rows(unsigned char* dst, const std::uint8_t* src, int rows, int rows_padded, int lane) {
   constexpr int kParts = RowBytes / 16;
   for (int c = lane; c < rows_padded * kParts; c += kWaveSize) {
     const int r = c / kParts, e = c % kParts;
     const bool valid = r < rows;
-    async_copy_16(dst + r * stride + 16 * e, src + (valid ? static_cast<long>(r) * RowBytes + 16 * e : 0), valid);
+    async_copy_16(dst + chunk_offset<RowBytes>(r, e), src + (valid ? static_cast<long>(r) * RowBytes + 16 * e : 0), valid);
   }
 }
 
 template <int D, class P>
 __device__ inline void copy_k(const P& p, unsigned char* buf, long key0, int rows, int lane) {
-  warp_copy_rows<D>(buf + p.lay.k, p.lay.k_stride, p.k + key0 * D, rows, rows, lane);
+  warp_copy_rows<D>(buf + p.lay.k, p.k + key0 * D, rows, rows, lane);
   warp_copy_run(buf + p.lay.k_scales, p.k_scales + key0 * p.groups * p.k_scale_bytes, rows * p.groups * p.k_scale_bytes, lane);
 }
 
@@ -112,7 +133,7 @@ template <DecodeV VF, int D, class P>
 __device__ inline void copy_v(const P& p, unsigned char* buf, long key0, int rows, int lane) {
   constexpr int kRow = VF == DecodeV::q4_0 ? D / 2 : D;  // p.v_row: a multiple of 16
   const int padded = (rows + kStep - 1) / kStep * kStep;
-  warp_copy_rows<kRow>(buf + p.lay.v, p.lay.v_stride, p.v + key0 * kRow, rows, padded, lane);
+  warp_copy_rows<kRow>(buf + p.lay.v, p.v + key0 * kRow, rows, padded, lane);
   if (VF != DecodeV::e4m3) {
     const int vg = p.d / p.v_group;
     warp_copy_run(buf + p.lay.v_scales, p.v_scales + key0 * vg * 2, rows * vg * 2, lane);
@@ -123,14 +144,14 @@ __device__ inline void copy_v(const P& p, unsigned char* buf, long key0, int row
 
 // S for keys ja and jb of the tile (each -inf unless visible): the reference's raw_score per
 // (head, key) times c, with Q's 16-byte pieces loaded once for both keys.
-template <int H>
+template <int D, int H>
 __device__ inline void score_two_keys(const SplitParams& p, const FastLayout& lay, const std::int8_t* qs, const float* qsc, const unsigned char* buf,
                                       int ja, int jb, bool va, bool vb, float (&sa)[H], float (&sb)[H]) {
-  const uint4* ka = reinterpret_cast<const uint4*>(buf + lay.k + (va ? ja : 0) * lay.k_stride);
-  const uint4* kb = reinterpret_cast<const uint4*>(buf + lay.k + (vb ? jb : 0) * lay.k_stride);
+  const unsigned char* kbase = buf + lay.k;
+  const int ra = va ? ja : 0, rb = vb ? jb : 0;
   const unsigned char* ks = buf + lay.k_scales;
   const uint4* qv = reinterpret_cast<const uint4*>(qs);
-  const int per_group = p.group / 16, pieces = p.d / 16;
+  const int per_group = p.group / 16, pieces = D / 16;
 #pragma unroll
   for (int h = 0; h < H; ++h) sa[h] = sb[h] = 0.0f;
   for (int gi = 0, v = 0; gi < p.groups; ++gi) {
@@ -138,7 +159,8 @@ __device__ inline void score_two_keys(const SplitParams& p, const FastLayout& la
 #pragma unroll
     for (int h = 0; h < H; ++h) da[h] = db[h] = 0;
     for (int e = 0; e < per_group; ++e, ++v) {
-      const uint4 x = ka[v], y = kb[v];
+      const uint4 x = *reinterpret_cast<const uint4*>(kbase + chunk_offset<D>(ra, v));
+      const uint4 y = *reinterpret_cast<const uint4*>(kbase + chunk_offset<D>(rb, v));
 #pragma unroll
       for (int h = 0; h < H; ++h) {
         const uint4 q = qv[h * pieces + v];
@@ -176,12 +198,12 @@ __device__ inline void score_two_keys(const SplitParams& p, const FastLayout& la
 // of heads 2t and 2t + 1: acc[s][m][r], m the span's m-tile (channels 4g + 2m, 4g + 2m + 1), r the
 // mma accumulator (r / 2: which of the two channels, r % 2: which head).
 
-template <DecodeV VF>
-__device__ inline std::uint32_t v_word(const unsigned char* row, int span, int g) {  // channels 32 span + 4g .. +3 of one key
+template <DecodeV VF, int D>
+__device__ inline std::uint32_t v_word(const unsigned char* vrows, int key, int span, int g) {  // channels 32 span + 4g .. +3 of one key
   if constexpr (VF == DecodeV::q4_0) {
-    return *reinterpret_cast<const std::uint16_t*>(row + 16 * span + 2 * g);
+    return *reinterpret_cast<const std::uint16_t*>(vrows + chunk_offset<D / 2>(key, span) + 2 * g);
   } else {
-    return *reinterpret_cast<const std::uint32_t*>(row + kSpan * span + 4 * g);
+    return *reinterpret_cast<const std::uint32_t*>(vrows + chunk_offset<D>(key, 2 * span + g / 4) + 4 * (g % 4));
   }
 }
 
@@ -317,7 +339,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
       for (int ja = lane; ja < bc; ja += 2 * kWaveSize) {
         const int jb = ja + kWaveSize;
         float sa[H], sb[H];
-        score_two_keys<H>(p, lay, qs, qsc, buf, ja, jb, ja >= jlo && ja < jhi, jb >= jlo && jb < jhi, sa, sb);
+        score_two_keys<D, H>(p, lay, qs, qsc, buf, ja, jb, ja >= jlo && ja < jhi, jb >= jlo && jb < jhi, sa, sb);
 #pragma unroll
         for (int h = 0; h < H; ++h) {
           Pw[h * bc + ja] = sa[h];
@@ -455,8 +477,8 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
           }
 #pragma unroll
           for (int s = 0; s < kSpans; ++s) {
-            const std::uint32_t w0 = v_word<VF>(vrows + k0 * lay.v_stride, s, g), w1 = v_word<VF>(vrows + (k0 + 1) * lay.v_stride, s, g);
-            const std::uint32_t w8 = v_word<VF>(vrows + (k0 + 8) * lay.v_stride, s, g), w9 = v_word<VF>(vrows + (k0 + 9) * lay.v_stride, s, g);
+            const std::uint32_t w0 = v_word<VF, D>(vrows, k0, s, g), w1 = v_word<VF, D>(vrows, k0 + 1, s, g);
+            const std::uint32_t w8 = v_word<VF, D>(vrows, k0 + 8, s, g), w9 = v_word<VF, D>(vrows, k0 + 9, s, g);
             if constexpr (kQ) {
               const float2 sa = *reinterpret_cast<const float2*>(Sv + s * bc + k0), sb = *reinterpret_cast<const float2*>(Sv + s * bc + k0 + 8);
               split_f16x2(pa.x * sa.x, pa.y * sa.y, bhi[0], blo[0]);
@@ -481,7 +503,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
           for (int s = 0; s < kSpans; ++s) {
             const float unit = kQ ? Sv[s * bc + j] : p_unit;
             const float b0 = p0 * unit, b1 = p1 * unit;
-            const std::uint32_t w = v_word<VF>(vrows + j * lay.v_stride, s, g);
+            const std::uint32_t w = v_word<VF, D>(vrows, j, s, g);
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
               const float v = VF == DecodeV::e4m3 ? decode_e4m3_bits((w >> (8 * c)) & 0xFFu)
@@ -577,7 +599,8 @@ FastKernel fast_kernel_for(DecodeV vf, int d, int h) {
 using FastLaunch = DecodeLaunch<FastParams>;
 
 // One warp's region and the block's layout for `warps` warps and `stages` tile buffers each.
-FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, DecodeV vf, int v_row, int v_group, int warps, int stages) {
+FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, DecodeV vf, int v_row, int v_group, bool in_order_sums, int warps,
+                          int stages) {
   FastLayout L;
   int off = 0;
   const auto take = [&](int bytes) {
@@ -591,24 +614,20 @@ FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, D
   L.round_sum = take(4 * kMaxWarps * kMaxHeads);
   L.round_alpha = take(4 * kMaxWarps * kMaxHeads);
   L.warps_at = off;
-  // d + 16 bytes a K row: the lanes' 16-byte reads of consecutive keys fall on distinct banks; V rows
-  // likewise for the 4-byte reads of keys 2t, 2t + 1, 2t + 8, 2t + 9.
-  L.k_stride = d + 16;
-  L.v_stride = v_row + 16;
   int w = 0;
   const auto wtake = [&](int bytes) {
     const int at = w;
     w += up16(bytes);
     return at;
   };
-  L.k = wtake(bc * L.k_stride);
+  L.k = wtake(bc * d);  // dense rows, chunks swizzled
   L.k_scales = wtake(bc * groups * k_scale_bytes);
-  L.v = wtake(bc * L.v_stride);
+  L.v = wtake(bc * v_row);
   L.v_scales = wtake(vf == DecodeV::e4m3 ? 0 : bc * (d / v_group) * 2);
   L.tile_bytes = w;
   w = stages * L.tile_bytes;
   L.p = wtake(4 * h * bc);
-  L.terms = wtake(4 * h * bc);
+  L.terms = wtake(in_order_sums ? 4 * h * bc : 0);  // only where the row sums run key by key
   L.sv = wtake(vf == DecodeV::e4m3 ? 0 : 4 * (d / kSpan) * bc);
   L.warp_bytes = std::max(w, up16(4 * h * d));  // after the last tile, a warp's region holds its [H][d] sums
   L.warps = warps;
@@ -651,11 +670,11 @@ FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim
           "the P multiplier " + std::to_string(p_multiplier) + " must lie in [2^-100, 2^101)", kWho);
   p.p_exp = std::ilogb(p_multiplier) + 2;  // P <= round(multiplier) < 2 * multiplier
   // The warp count is numerics (each warp sums its own tiles): a function of the shape only.
-  const int one = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, 1, 1).warp_bytes;
-  const int warps = std::clamp(kWarpBudget / one, 1, kMaxWarps);
+  const int one = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, !p.row_sum_exact, 1, 1).warp_bytes;
+  const int warps = std::clamp(warp_budget(vf) / one, 1, kMaxWarps);
   const int limit = max_shared_bytes_per_block();
   for (int stages = tuning.stages; stages >= 1; --stages) {
-    p.lay = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, warps, stages);
+    p.lay = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, !p.row_sum_exact, warps, stages);
     if (p.lay.total <= limit) break;
   }
   require(p.lay.total <= limit,
