@@ -105,7 +105,8 @@ std::string acc_to_string(const Accumulator& a) {
       return "mma(chunk=" + std::to_string(a.chunk) + ",align=" + std::to_string(a.align_bits) + ",chunk_bits=" +
              std::to_string(a.chunk_mantissa_bits) + ",chunk_round=" + enum_name(a.chunk_rounding, kRounding) +
              ",acc_bits=" + std::to_string(a.acc_mantissa_bits) + ",add_round=" + enum_name(a.add_rounding, kRounding) +
-             ",flush=" + std::to_string(a.flush_every) + (a.fused ? ",fused=1" : "") + ")";
+             ",flush=" + std::to_string(a.flush_every) + (a.fused ? ",fused=1" : "") +
+             (a.factor_exponent_min != Accumulator::kTrueExponents ? ",factor_emin=" + std::to_string(a.factor_exponent_min) : "") + ")";
   }
   return "?";
 }
@@ -135,7 +136,8 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
       else if (k == "add_round") a.add_rounding = parse_enum(v, w, kRounding);
       else if (k == "flush") a.flush_every = parse_int(v, w);
       else if (k == "fused") a.fused = parse_enum(v, w, kBool);
-      else bad(what, "unknown mma key '" + k + "'; expected chunk, align, chunk_bits, chunk_round, acc_bits, add_round, flush, fused");
+      else if (k == "factor_emin") a.factor_exponent_min = parse_int(v, w);
+      else bad(what, "unknown mma key '" + k + "'; expected chunk, align, chunk_bits, chunk_round, acc_bits, add_round, flush, fused, factor_emin");
     }
   } else {
     bad(what, "'" + s + "': expected exact, fp32, fp16, h200_hmma, h200_hmma_tile, h200_e4m3_mma, h200_e4m3_wgmma, "

@@ -144,13 +144,13 @@ int int_dot(const std::int16_t* a, const std::int16_t* b, int n) {
   return s;
 }
 
-// Each product's exponent from its factors, as a fused MMA adder aligns them: a[c] * b[c * b_stride],
-// E = ilogb a + ilogb b + 1 (|a b| < 2^(E + 1)); 0 for zero products (which never set the max).
-void factor_exponents(const float* a, const float* b, int b_stride, int n, std::vector<int>& exps) {
+// Each product's exponent from its factors, as the fused MMA adder `acc` aligns them:
+// a[c] * b[c * b_stride] (factor_exponent); 0 for zero products (which never set the max).
+void factor_exponents(const Accumulator& acc, const float* a, const float* b, int b_stride, int n, std::vector<int>& exps) {
   exps.resize(static_cast<std::size_t>(n));
   for (int c = 0; c < n; ++c) {
     const float x = a[c], y = b[static_cast<std::size_t>(c) * b_stride];
-    exps[static_cast<std::size_t>(c)] = factor_exponent(x, y);
+    exps[static_cast<std::size_t>(c)] = factor_exponent(x, y, acc.factor_exponent_min);
   }
 }
 
@@ -235,7 +235,7 @@ class Scorer {
       terms.resize(d);
       for (int c = 0; c < d; ++c) terms[c] = static_cast<double>(a[c]) * b[c];
       if (r_.qk_acc.fused) {
-        factor_exponents(a, b, 1, d, exps);
+        factor_exponents(r_.qk_acc, a, b, 1, d, exps);
         s = acc_.add(0.0f, terms, exps);
       } else {
         s = acc_.add(0.0f, terms);
@@ -455,7 +455,7 @@ class RowEmulator {
         for (int cc = 0; cc < d; ++cc) {
           for (int jj = 0; jj < w; ++jj) terms_[jj] = static_cast<double>(pq_[jj]) * vv(kh, j0 + jj, cc);
           if (r_.pv_acc.fused) {
-            factor_exponents(pq_.data(), vv.row(kh, j0) + cc, d, w, exps_);
+            factor_exponents(r_.pv_acc, pq_.data(), vv.row(kh, j0) + cc, d, w, exps_);
             o[cc] = pv_.add(o[cc], terms_, exps_);
           } else {
             o[cc] = pv_.add(o[cc], terms_);

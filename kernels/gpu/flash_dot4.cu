@@ -69,7 +69,7 @@ __device__ float raw_score(const Params& p, int h, int kh, int i, int j) {
     const float* a = p.qf + (static_cast<long>(h) * p.n + i) * p.d;
     const float* b = p.kf + (static_cast<long>(kh) * p.n + j) * p.d;
     const auto term = [&](int c) { return static_cast<double>(a[c]) * static_cast<double>(b[c]); };  // exact
-    const auto expo = [&](int c) { return factor_exponent(a[c], b[c]); };
+    const auto expo = [&](int c) { return factor_exponent(a[c], b[c], p.qk_acc.factor_exponent_min); };
     s = accumulate(p.qk_acc, 0.0f, p.d, term, expo);
   }
   if (p.q_means != nullptr) {
@@ -148,7 +148,7 @@ __device__ void run_tiles(const Params& p, float* pq, float* pt, int h, int kh, 
         st.o[u] = acc;
       } else {
         const auto term = [&](int jj) { return static_cast<double>(pq[jj]) * static_cast<double>(vc[static_cast<long>(jj) * p.d]); };
-        const auto expo = [&](int jj) { return factor_exponent(pq[jj], vc[static_cast<long>(jj) * p.d]); };
+        const auto expo = [&](int jj) { return factor_exponent(pq[jj], vc[static_cast<long>(jj) * p.d], p.pv_acc.factor_exponent_min); };
         st.o[u] = accumulate(p.pv_acc, st.o[u] * alpha, w, term, expo);
       }
     }

@@ -34,6 +34,19 @@ QATTN_HD constexpr int mma_c_col(int lane, int i) { return 2 * (lane % 4) + i % 
 std::vector<float> mma_e4m3_probe(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b,
                                   const std::vector<float>& c);
 
+// Fragment layout of mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (PTX ISA, "Matrix
+// Fragments for mma.m16n8k16", 16-bit types): half j (bits 16j..16j+15) of a 32-bit register is
+//   A (16x16, row):  a[r] half j = A[g + 8 (r % 2)][2t + j + 8 (r / 2)]
+//   B (16x8, col):   b[r] half j = B[2t + j + 8 r][g];   C, D as for m16n8k32.
+inline constexpr int kProbeK16 = 16;
+QATTN_HD constexpr int mma16_a_col(int lane, int reg, int half) { return 2 * (lane % 4) + half + 8 * (reg / 2); }
+QATTN_HD constexpr int mma16_b_row(int lane, int reg, int half) { return 2 * (lane % 4) + half + 8 * reg; }
+
+// D = A B + C by one mma.sync m16n8k16 with fp16 operands and fp32 accumulators per case:
+// a [cases][16][16] fp16 bit patterns (A[m][k]), b [cases][16][8] (B[k][n]), c [cases][16][8].
+std::vector<float> mma_f16_probe(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
+                                 const std::vector<float>& c);
+
 // "name (sm_XY)" of device 0: which instruction path the probe measured depends on it.
 std::string mma_probe_device();
 

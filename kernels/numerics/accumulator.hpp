@@ -139,10 +139,13 @@ QATTN_HD float accumulate(const Accumulator& a, float acc_in, int n, const Term&
 }
 
 // A product's exponent from its factors, as a fused MMA adder aligns it: E = ilogb x + ilogb y + 1
-// (|x y| < 2^(E + 1)); 0 for zero products (which never set the max).
+// (|x y| < 2^(E + 1)), each ilogb raised to at least `emin` (Accumulator::factor_exponent_min: the
+// exponent field of a subnormal operand); 0 for zero products (which never set the max).
 // Non-finite factors give 0 too: accumulate() sees their non-finite product and aligns nothing.
-QATTN_HD inline int factor_exponent(double x, double y) {
-  return x == 0 || y == 0 || !accmath::isfinite(x) || !accmath::isfinite(y) ? 0 : accmath::ilogb(x) + accmath::ilogb(y) + 1;
+QATTN_HD inline int factor_exponent(double x, double y, int emin = Accumulator::kTrueExponents) {
+  if (x == 0 || y == 0 || !accmath::isfinite(x) || !accmath::isfinite(y)) return 0;
+  const int ex = accmath::ilogb(x), ey = accmath::ilogb(y);
+  return (ex > emin ? ex : emin) + (ey > emin ? ey : emin) + 1;
 }
 
 // Whether P V multiplies V's codes and applies V's scale to O at the end (O x scale, then / l):
@@ -180,7 +183,10 @@ class AccumulatorModel {
 // products to the largest exponent keeping 26 bits (truncated), and cuts the sum to fp32's 23 bits
 // toward zero; C of the mma.sync is then added with one fp32 add (nearest even). The flash kernel
 // issues these HMMAs itself over keys 0-15 and 16-31 of each group of 32, so products enter this
-// model in key order.
+// model in key order. A factor's exponent is read from its fp16 exponent field: a subnormal fp16
+// factor aligns as 2^-14 (measured with fp16 operands, mma.sync m16n8k16 and wgmma m64n8k16, by
+// "[mma-accumulator]" / "[wgmma-accumulator]": with the factors' own exponents one dot in
+// 262,144 of seed 17291838825563621729 ended 4 ulp off). e4m3 and e5m2 normals are fp16 normals.
 QATTN_HD inline Accumulator h200_hmma_accumulator() {
   Accumulator a;
   a.kind = Accumulator::Kind::mma;
@@ -189,6 +195,7 @@ QATTN_HD inline Accumulator h200_hmma_accumulator() {
   a.align_bits = 26;
   a.chunk_mantissa_bits = 23;
   a.chunk_rounding = Rounding::toward_zero;
+  a.factor_exponent_min = -14;
   return a;
 }
 
@@ -203,7 +210,9 @@ QATTN_HD inline Accumulator h200_e4m3_mma_accumulator() {
 // (tl.dot(..., out_dtype=float16), measured: 100% of 65,536 outputs): per 16-key step C and the
 // products aligned to the largest factor exponent, 26 bits kept truncating, the sum rounded to
 // nearest even at fp16's 10 bits; the fp16 partial restarts every 64-key tile (four steps) and is
-// added into fp32.
+// added into fp32. Subnormal factors align as the HMMA's do (its 65,536-output measurement used
+// the factors' own exponents; the two rules differ only where a subnormal P or V factor sets a
+// step's alignment; not re-measured since).
 QATTN_HD inline Accumulator h200_wgmma_f16_accumulator() {
   Accumulator a = h200_hmma_accumulator();
   a.chunk_mantissa_bits = 10;
@@ -240,8 +249,8 @@ QATTN_HD inline Accumulator h200_e4m3_wgmma_tile_accumulator() {
   return a;
 }
 
-// The H200's fp16 wgmma.m64n8k16 with fp32 accumulators: measured (262,144 random dots, the same
-// search) to be the HMMA's model above, chunk for chunk.
+// The H200's fp16 wgmma.m64n8k16 with fp32 accumulators: measured (262,144 random dots a run, the
+// same search) to be the HMMA's model above, chunk for chunk, subnormal factors included.
 QATTN_HD inline Accumulator h200_wgmma_f16_f32_accumulator() { return h200_hmma_accumulator(); }
 
 // fp16 P V per 64-key tile (four k16 instructions from zero), added into an fp32 O.

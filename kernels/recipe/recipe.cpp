@@ -38,6 +38,11 @@ void check_acc(const Accumulator& a, const char* name) {
   if (a.chunk_mantissa_bits < 1 || a.chunk_mantissa_bits > 52) bad(n + ".chunk_mantissa_bits", "expected 1..52");
   if (a.acc_mantissa_bits < 1 || a.acc_mantissa_bits > 23) bad(n + ".acc_mantissa_bits", "expected 1..23 (an fp32 register holds at most 23)");
   if (a.flush_every < 0) bad(n + ".flush_every", "must be >= 0 (0 = single level)");
+  if (a.factor_exponent_min != Accumulator::kTrueExponents) {
+    if (!a.fused) bad(n + ".factor_exponent_min", "applies to fused accumulators only (fused=1)");
+    // A format's smallest normal exponent: fp16 -14, bf16 and fp32 -126, e4m3 -6.
+    if (a.factor_exponent_min < -1022 || a.factor_exponent_min > 0) bad(n + ".factor_exponent_min", "expected -1022..0");
+  }
 }
 
 }  // namespace

@@ -61,6 +61,11 @@ struct Accumulator {
   bool fused = false;             // the running partial is aligned together with each chunk's products (one
                                   // adder per chunk, as a chain of HMMAs); a product's exponent is its factors'
                                   // (floor log2 a + floor log2 b + 1); the chunk sum is kept to chunk_mantissa_bits
+  // Fused models: a factor's exponent below this counts as this, as an adder that reads a subnormal
+  // operand's exponent field does (fp16: -14, so a subnormal factor aligns like the smallest normal).
+  // kTrueExponents: each factor's own floor log2.
+  static constexpr int kTrueExponents = -2000;
+  int factor_exponent_min = kTrueExponents;
 };
 
 // QFlash's integer softmax is specified by its paper only up to constants; implementations differ

@@ -598,6 +598,24 @@ TEST_CASE("an Inf or NaN product leaves every accumulator model non-finite, with
   }
 }
 
+TEST_CASE("fused accumulators read a subnormal factor's exponent as the format's smallest normal", "[emulate][accumulator]") {
+  // 2^-20 is an fp16 subnormal: the HMMA aligns its product with 1.0 as if it were 2^-14.
+  CHECK(factor_exponent(0x1p-20, 1.0) == -19);
+  CHECK(factor_exponent(0x1p-20, 1.0, -14) == -13);
+  CHECK(factor_exponent(0x1p-3, 0x1p-20, -14) == -16);
+  CHECK(factor_exponent(0.0, 1.0, -14) == 0);
+  // A chunk of 2^-20 (its factors 2^-20 and 1) and 3 2^-42: 26 aligned bits below the top keep the
+  // second term at quantum 2^-45 (top -19, the factors' own exponents) and drop it at quantum 2^-39
+  // (top -13, the fp16 field's); the sum 2^-20 (1 + 3 2^-22) fits fp32's 23 bits.
+  const Accumulator hmma = h200_hmma_accumulator();
+  REQUIRE(hmma.factor_exponent_min == -14);
+  const std::vector<double> terms{0x1p-20, 3 * 0x1p-42};
+  const std::vector<int> own{factor_exponent(0x1p-20, 1.0), factor_exponent(0x1p-21, 3 * 0x1p-21)};
+  const std::vector<int> field{factor_exponent(0x1p-20, 1.0, -14), factor_exponent(0x1p-21, 3 * 0x1p-21, -14)};
+  CHECK(AccumulatorModel(hmma).add(0.0f, terms, own) == static_cast<float>(0x1p-20 + 3 * 0x1p-42));
+  CHECK(AccumulatorModel(hmma).add(0.0f, terms, field) == 0x1p-20f);
+}
+
 TEST_CASE("a failure inside the emulator's parallel rows reaches the caller as an exception", "[emulate]") {
   // QFlash on queries of std 1e-9: the score unit is far below 2^-30 in every row; each row throws
   // inside the OpenMP region, which must neither terminate the process nor lose the reason.

@@ -56,6 +56,12 @@ TEST_CASE("recipe text: measured accumulator presets and the fused flag round-tr
   CHECK(back.pv_acc.chunk == 16);
   CHECK(to_string(back) == text);
   CHECK(has(parse_error("acc.pv=mma(chunk=16,fused=2)"), "fused"));
+  // The HMMA reads subnormal fp16 factors at exponent -14: the preset says so, and the text keeps it.
+  CHECK(r.qk_acc.factor_exponent_min == -14);
+  CHECK(text.find("factor_emin=-14") != std::string::npos);
+  CHECK(back.qk_acc.factor_exponent_min == -14);
+  CHECK(has(parse_error("acc.pv=mma(chunk=16,factor_emin=-14)"), "acc.pv.factor_exponent_min"));
+  CHECK(has(parse_error("acc.pv=mma(chunk=16,fused=1,factor_emin=3)"), "expected -1022..0"));
 }
 
 TEST_CASE("defaults: unquantized fp32 operands, fp32 accumulators, 64x64 tiles", "[recipe]") {
