@@ -1085,7 +1085,13 @@ void measure_f16(const char* title, const F16ProbeFn& probe) {
         t.n = col;
         non_finite += std::isfinite(t.gpu) ? 0 : 1;
         inexact += static_cast<double>(t.gpu) == exact_dot(t) ? 0 : 1;
-        subnormal_top += *std::max_element(t.e_raw.begin(), t.e_raw.begin() + KF) != *std::max_element(t.e_fac.begin(), t.e_fac.begin() + KF) ? 1 : 0;
+        int top_raw = INT_MIN, top_fac = INT_MIN;  // over the nonzero products (a zero product's exponent slot holds 0)
+        for (int k = 0; k < KF; ++k)
+          if (t.p[static_cast<std::size_t>(k)] != 0) {
+            top_raw = std::max<int>(top_raw, t.e_raw[static_cast<std::size_t>(k)]);
+            top_fac = std::max<int>(top_fac, t.e_fac[static_cast<std::size_t>(k)]);
+          }
+        subnormal_top += top_raw != top_fac ? 1 : 0;
         dots.push_back(t);
       }
   std::printf("random: %d cases (%zu dots); %ld outputs not finite; %ld differ from the exact real sum; "
