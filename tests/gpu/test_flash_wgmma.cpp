@@ -22,17 +22,19 @@ using namespace qattn;
 
 namespace {
 
-// The measured wgmma presets: per tile (one fp32 add per 64 keys) or chained into O.
+// The wgmma presets: per tile (one fp32 add per 64 keys) or chained into O. e4m3 and fp16 are
+// measured; bf16 is the hypothesis "[wgmma-accumulator]" measures (h200_wgmma_bf16_accumulator).
 Recipe wgmma_recipe(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc) {
   const bool tile = acc == gpu::WgmmaPvAcc::per_tile;
-  const Accumulator pv_acc = pv == gpu::PvType::e4m3 ? (tile ? h200_e4m3_wgmma_tile_accumulator() : h200_e4m3_wgmma_accumulator())
-                                                     : (tile ? h200_hmma_tile_accumulator() : h200_wgmma_f16_f32_accumulator());
-  return test::matrix_recipe(qk, pv, h200_wgmma_f16_f32_accumulator(), pv_acc);
+  const Accumulator pv_acc = pv == gpu::PvType::e4m3   ? (tile ? h200_e4m3_wgmma_tile_accumulator() : h200_e4m3_wgmma_accumulator())
+                             : pv == gpu::PvType::bf16 ? (tile ? h200_wgmma_bf16_tile_accumulator() : h200_wgmma_bf16_accumulator())
+                                                       : (tile ? h200_hmma_tile_accumulator() : h200_wgmma_f16_f32_accumulator());
+  return test::matrix_recipe(qk, pv, qk == gpu::QkType::bf16 ? h200_wgmma_bf16_accumulator() : h200_wgmma_f16_f32_accumulator(), pv_acc);
 }
 
 std::string name(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc) {
-  std::string s = qk == gpu::QkType::int8 ? "int8 QK" : "fp16 QK";
-  s += pv == gpu::PvType::e4m3 ? " + e4m3 PV" : " + fp16 PV";
+  std::string s = qk == gpu::QkType::int8 ? "int8 QK" : qk == gpu::QkType::bf16 ? "bf16 QK" : "fp16 QK";
+  s += pv == gpu::PvType::e4m3 ? " + e4m3 PV" : pv == gpu::PvType::bf16 ? " + bf16 PV" : " + fp16 PV";
   return s + (acc == gpu::WgmmaPvAcc::per_tile ? " (per tile)" : " (into O)");
 }
 
@@ -83,6 +85,40 @@ TEST_CASE("wgmma kernel vs emulator: every QK/PV pair, both accumulations, head 
         }
 }
 
+// bf16 with bf16, and bf16 beside int8 QK^T or e4m3 PV: the pairs the family instantiates.
+TEST_CASE("wgmma kernel vs emulator: bf16 pairs, both accumulations, head dims, ragged N, causal, window, GQA",
+          "[gpu][wgmma][bf16]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const std::pair<gpu::QkType, gpu::PvType> pairs[] = {
+      {gpu::QkType::bf16, gpu::PvType::bf16}, {gpu::QkType::int8, gpu::PvType::bf16}, {gpu::QkType::bf16, gpu::PvType::e4m3}};
+  for (const auto& [qk, pv] : pairs)
+    for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
+      for (int d : {64, 128, 256}) {
+        Problem p = test::random_problem(4, 2, 1000, d, seed + d);  // 4 query heads on 2 KV heads; 1000: not a multiple of the tiles
+        for (float& x : p.q.data) x *= 2.0f;
+        p.causal = true;
+        check(p, qk, pv, acc, "d=" + std::to_string(d) + " causal");
+        p.causal = false;
+        p.window = 200;
+        p.rows = RowSelection::sample_of(300, seed);
+        check(p, qk, pv, acc, "d=" + std::to_string(d) + " window 200");
+      }
+}
+
+// Logits large enough that 2^(s - m) falls below fp32's normals (s - m < -126) for many keys: bf16
+// P keeps such values (subnormal bf16, down to 2^-133) where e4m3 and fp16 P round them to zero,
+// so the kernel must not flush them either (Pv<bf16>::kSubnormalP in flash_wgmma.cu).
+TEST_CASE("wgmma kernel vs emulator: bf16 P below fp32's normals", "[gpu][wgmma][bf16]") {
+  Problem p = test::random_problem(4, 2, 300, 128, 29);
+  for (float& x : p.q.data) x *= 40.0f;
+  for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o}) {
+    const Recipe r = wgmma_recipe(gpu::QkType::bf16, gpu::PvType::bf16, acc);
+    const gpu::MmaInputs in = gpu::make_mma_inputs(p, r);
+    test::check_against_emulator(p, r, gpu::flash_wgmma(in, acc), (name(gpu::QkType::bf16, gpu::PvType::bf16, acc) + " large logits").c_str());
+  }
+}
+
 TEST_CASE("wgmma kernel vs emulator on the shipped real dump", "[gpu][wgmma]") {
   const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
   SliceRequest req;
@@ -92,6 +128,7 @@ TEST_CASE("wgmma kernel vs emulator on the shipped real dump", "[gpu][wgmma]") {
     for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
       check(s.problem, gpu::QkType::int8, gpu::PvType::e4m3, acc, std::string("layer ") + layer);
     check(s.problem, gpu::QkType::fp16, gpu::PvType::fp16, gpu::WgmmaPvAcc::per_tile, std::string("layer ") + layer);
+    check(s.problem, gpu::QkType::bf16, gpu::PvType::bf16, gpu::WgmmaPvAcc::per_tile, std::string("layer ") + layer);
   }
 }
 
@@ -99,7 +136,7 @@ TEST_CASE("wgmma kernel: per-tile and into-O accumulation agree bit for bit on o
   // With a single 64-key tile, O starts at zero either way: the per-tile sum added into O = 0 is that
   // sum (0 + x is exact), and the chained instructions see the same operands from the same zero.
   Problem p = test::random_problem(4, 2, 60, 128, 17);
-  for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16}) {
+  for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16, gpu::PvType::bf16}) {
     const gpu::MmaInputs in = gpu::make_mma_inputs(p, wgmma_recipe(gpu::QkType::int8, pv, gpu::WgmmaPvAcc::per_tile));
     CHECK(gpu::flash_wgmma(in, gpu::WgmmaPvAcc::per_tile) == gpu::flash_wgmma(in, gpu::WgmmaPvAcc::into_o));
   }
@@ -114,7 +151,11 @@ TEST_CASE("recipes that name the wgmma presets run on the wgmma family", "[gpu][
   p.causal = true;
   for (const char* text : {"q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma",
                            "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile",
-                           "q=fp16 k=fp16 acc.qk=h200_hmma p=fp16 v=fp16 acc.pv=h200_hmma_tile"}) {
+                           "q=fp16 k=fp16 acc.qk=h200_hmma p=fp16 v=fp16 acc.pv=h200_hmma_tile",
+                           "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16",
+                           "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile",
+                           "q=int8/token k=int8/token acc.qk=exact p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile",
+                           "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile"}) {
     const Recipe r = recipe_from_string(text);
     INFO(text);
     REQUIRE(gpu::not_covered(p, r).empty());
@@ -122,4 +163,28 @@ TEST_CASE("recipes that name the wgmma presets run on the wgmma family", "[gpu][
     CHECK(g.kernel == gpu::kWgmmaKernelName);
     test::check_against_emulator(p, r, g.out.data, text);
   }
+}
+
+// Host-side only (no device work): bf16 recipes with the wrong accumulator preset, or paired with
+// fp16, are refused by both matrix families, each message naming what to write instead.
+TEST_CASE("bf16 recipes: the matrix families' refusals name the preset to use", "[gpu][wgmma][dispatch]") {
+  Problem p = test::random_problem(4, 2, 300, 128, 23);
+  const auto why = [&](const char* text) { return gpu::not_covered(p, recipe_from_string(text)); };
+  const auto has = [](const std::string& s, const char* part) {
+    INFO(s);
+    return s.find(part) != std::string::npos;
+  };
+  // The fp16 HMMA preset on bf16 Q K^T: the wgmma kernel asks for the bf16 one; mma.sync takes no bf16.
+  const std::string qk = why("q=bf16 k=bf16 acc.qk=h200_hmma p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile");
+  CHECK(has(qk, "qk_acc must be h200_wgmma_bf16"));
+  CHECK(has(qk, "the mma kernel takes no bf16 operands"));
+  CHECK(has(why("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_hmma_tile"),
+            "pv_acc must be h200_wgmma_bf16 (into O) or h200_wgmma_bf16_tile (per 64-key tile)"));
+  CHECK(has(why("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=fp16 v=fp16 acc.pv=h200_hmma_tile"), "pairs bf16 QK^T with bf16 or e4m3 PV"));
+  CHECK(has(why("q=fp16 k=fp16 acc.qk=h200_hmma p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "pairs bf16 PV with int8 or bf16 QK^T"));
+  CHECK(has(why("q=bf16 k=fp16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "or both to bf16"));
+  CHECK(why("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16").empty());
+  CHECK(gpu::wgmma_not_covered(p, recipe_from_string("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile")).empty());
+  CHECK(has(gpu::mma_not_covered(p, recipe_from_string("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile")),
+            "bf16"));
 }
