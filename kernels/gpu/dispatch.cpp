@@ -379,7 +379,8 @@ MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
     in.q_scales = std::move(qk.q_scales);
     in.k_scales = std::move(qk.k_scales);
   } else {
-    in.qk = r.q.spec.format == FormatId::bf16 ? QkType::bf16 : QkType::fp16;  // fp16, e4m3 or e5m2 values: all exact in fp16
+    // bf16 values (matrix_not_covered: Q and K both bf16), or fp16, e4m3 or e5m2 values: all exact in fp16.
+    in.qk = r.q.spec.format == FormatId::bf16 ? QkType::bf16 : QkType::fp16;
     in.q_values = operand_values(p.q, r.q);
     in.k_values = operand_values(p.k, r.k);
   }

@@ -106,16 +106,31 @@ TEST_CASE("wgmma kernel vs emulator: bf16 pairs, both accumulations, head dims, 
       }
 }
 
-// Logits large enough that 2^(s - m) falls below fp32's normals (s - m < -126) for many keys: bf16
-// P keeps such values (subnormal bf16, down to 2^-133) where e4m3 and fp16 P round them to zero,
-// so the kernel must not flush them either (Pv<bf16>::kSubnormalP in flash_wgmma.cu).
+// bf16 P keeps 2^(s - m) below fp32's normals (down to 2^-133, as bf16 subnormals) where e4m3 and
+// fp16 P round it to zero, so the kernel must not flush it (Pv<bf16>::kSubnormalP in flash_wgmma.cu),
+// and the bf16 wgmma must multiply subnormal factors (the hypothesis the accumulator test measures).
+// Constructed so that only such P reach the output: every query is ones; key 0 is 11.125 in every
+// channel (score 712 / 8 = 89, 128.4 in log2 units) with V = 0; the other 63 keys are zero (score 0,
+// so P = 2^-128.4, a bf16 subnormal) with V = 2^100. The output, 63 P 2^100 / l, about 2^-22.4, is
+// zero wherever such P is flushed.
 TEST_CASE("wgmma kernel vs emulator: bf16 P below fp32's normals", "[gpu][wgmma][bf16]") {
-  Problem p = test::random_problem(4, 2, 300, 128, 29);
-  for (float& x : p.q.data) x *= 40.0f;
+  Problem p = test::random_problem(2, 1, 64, 64, 29);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 64; ++i)
+      for (int c = 0; c < 64; ++c) p.q(h, i, c) = 1.0f;
+  for (int j = 0; j < 64; ++j)
+    for (int c = 0; c < 64; ++c) {
+      p.k(0, j, c) = j == 0 ? 11.125f : 0.0f;
+      p.v(0, j, c) = j == 0 ? 0.0f : 0x1p100f;
+    }
   for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o}) {
     const Recipe r = wgmma_recipe(gpu::QkType::bf16, gpu::PvType::bf16, acc);
-    const gpu::MmaInputs in = gpu::make_mma_inputs(p, r);
-    test::check_against_emulator(p, r, gpu::flash_wgmma(in, acc), (name(gpu::QkType::bf16, gpu::PvType::bf16, acc) + " large logits").c_str());
+    const float want = emulate(p, r).out.data[0];
+    INFO("emulator's output " << want);
+    REQUIRE(want > 0x1p-24f);  // the construction: subnormal P reach the output
+    REQUIRE(want < 0x1p-20f);
+    const std::vector<float> got = gpu::flash_wgmma(gpu::make_mma_inputs(p, r), acc);
+    test::check_against_emulator(p, r, got, (name(gpu::QkType::bf16, gpu::PvType::bf16, acc) + " subnormal P").c_str());
   }
 }
 
