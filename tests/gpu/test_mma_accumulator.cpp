@@ -1,5 +1,5 @@
 // The hardware's matrix accumulators, measured (labelled gpu; run on the H200 machine): one e4m3
-// mma.sync m16n8k32, or one wgmma (e4m3, fp16, s8), per case on constructed and on random inputs,
+// mma.sync m16n8k32, or one wgmma (e4m3, fp16, bf16, s8), per case on constructed and on random inputs,
 // and which accumulator model reproduces it bit for bit. Everything measured is printed; the lines
 // after "RESULT" say which parameters the presets in kernels/numerics/accumulator.hpp must hold.
 // Run: build-gpu/tests/test_gpu "[mma-accumulator]" (a fresh seed each run; QATTN_MMA_SEED=<n> repeats
