@@ -15,6 +15,8 @@ SHAPES = [
     ("wgmma_e4m3_ss", "f32.e4m3.e4m3", "float", "f", (8,), False, 32),
     ("wgmma_e4m3_rs", "f32.e4m3.e4m3", "float", "f", (8, 64, 128, 256), True, 32),
     ("wgmma_f16_rs", "f32.f16.f16", "float", "f", (64, 128, 256), True, 16),
+    ("wgmma_bf16_ss", "f32.bf16.bf16", "float", "f", (8, 64), False, 16),
+    ("wgmma_bf16_rs", "f32.bf16.bf16", "float", "f", (64, 128, 256), True, 16),
 ]
 
 
@@ -42,7 +44,7 @@ def wrapper(fn, types, ctype, con, n, a_regs, k):
     tail = "p"
     if not integer:
         tail += ", 1, 1"
-        if types.endswith("f16.f16"):
+        if types.endswith((".f16.f16", ".bf16.bf16")):
             tail += ", 0" if a_regs else ", 0, 0"
     text = (f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"\n'
             f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} {{{d_list}}}, {a_ops}, {b_op}, {tail};\\n}}\\n"')

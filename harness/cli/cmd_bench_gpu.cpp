@@ -182,9 +182,11 @@ int run_bench_gpu(Opts& o) {
   r.line("Ours: the mma.sync family (mma) and the wgmma family (wgmma, sm_90a; P V per 64-key tile into fp32). The ratios "
          "take the faster of our two int8-QK+e4m3-PV kernels in each row (named in the verdicts).");
   r.line();
+  // wgmma bf16 (bf16 QK^T and P V on the same kernel) beside fp16: what fp8 buys over either 16-bit type.
   r.line("| shape (B,H,N,d,causal) | mma int8-QK+e4m3-PV TOPS | mma fp16 TOPS | wgmma int8-QK+e4m3-PV TOPS | wgmma fp16 TOPS "
-         "| SDPA flash TFLOP/s | SDPA cuDNN TFLOP/s | SageAttention 1 TOPS | ours-int8 / flash | ours-int8 / cuDNN | ours-int8 / Sage1 |");
-  r.line("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+         "| wgmma bf16 TOPS | SDPA flash TFLOP/s | SDPA cuDNN TFLOP/s | SageAttention 1 TOPS | ours-int8 / flash | ours-int8 / cuDNN "
+         "| ours-int8 / Sage1 |");
+  r.line("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 
   const auto note = [&notes](const std::string& s) {
     notes.push_back(s);
@@ -210,11 +212,12 @@ int run_bench_gpu(Opts& o) {
   for (int d : o.dims)
     for (int n : o.tokens)
       for (bool causal : {false, true}) {
-        std::string c_int8, c_fp16, c_w_int8, c_w_fp16;
+        std::string c_int8, c_fp16, c_w_int8, c_w_fp16, c_w_bf16;
         const auto mma_int8 = ours(false, gpu::QkType::int8, gpu::PvType::e4m3, "mma int8-QK+e4m3-PV", n, d, causal, c_int8);
         (void)ours(false, gpu::QkType::fp16, gpu::PvType::fp16, "mma fp16", n, d, causal, c_fp16);
         const auto w_int8 = ours(true, gpu::QkType::int8, gpu::PvType::e4m3, "wgmma int8-QK+e4m3-PV", n, d, causal, c_w_int8);
         (void)ours(true, gpu::QkType::fp16, gpu::PvType::fp16, "wgmma fp16", n, d, causal, c_w_fp16);
+        (void)ours(true, gpu::QkType::bf16, gpu::PvType::bf16, "wgmma bf16", n, d, causal, c_w_bf16);
         std::optional<double> ms_int8 = mma_int8;
         const char* ours_name = "mma";
         if (w_int8 && (!ms_int8 || *w_int8 < *ms_int8)) {
@@ -243,8 +246,8 @@ int run_bench_gpu(Opts& o) {
             }
           }
         }
-        r.line(fmt::format("| {},{},{},{},{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |", kBatch, kHeads, n, d,
-                           causal ? "causal" : "full", c_int8, c_fp16, c_w_int8, c_w_fp16, c_peer[0], c_peer[1], c_peer[2], c_ratio[0],
+        r.line(fmt::format("| {},{},{},{},{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |", kBatch, kHeads, n, d,
+                           causal ? "causal" : "full", c_int8, c_fp16, c_w_int8, c_w_fp16, c_w_bf16, c_peer[0], c_peer[1], c_peer[2], c_ratio[0],
                            c_ratio[1], c_ratio[2]));
         // The target: at least the fastest peer measured in this row (the smallest ratio).
         int fastest = -1;

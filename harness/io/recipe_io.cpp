@@ -119,6 +119,8 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
   if (s == "h200_hmma_tile") return h200_hmma_tile_accumulator();
   if (s == "h200_e4m3_wgmma") return h200_e4m3_wgmma_accumulator();
   if (s == "h200_e4m3_wgmma_tile") return h200_e4m3_wgmma_tile_accumulator();
+  if (s == "h200_wgmma_bf16") return h200_wgmma_bf16_accumulator();  // unmeasured hypotheses (accumulator.hpp)
+  if (s == "h200_wgmma_bf16_tile") return h200_wgmma_bf16_tile_accumulator();
   if (s == "exact") a.kind = Accumulator::Kind::exact;
   else if (s == "fp32") a.kind = Accumulator::Kind::fp32;
   else if (s == "fp16") a.kind = Accumulator::Kind::fp16;
@@ -141,7 +143,7 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
     }
   } else {
     bad(what, "'" + s + "': expected exact, fp32, fp16, h200_hmma, h200_hmma_tile, h200_e4m3_mma, h200_e4m3_wgmma, "
-              "h200_e4m3_wgmma_tile, h200_wgmma_f16 or "
+              "h200_e4m3_wgmma_tile, h200_wgmma_f16, h200_wgmma_bf16, h200_wgmma_bf16_tile or "
               "mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..,fused=0|1)");
   }
   return a;

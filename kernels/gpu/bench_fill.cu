@@ -26,6 +26,7 @@ __global__ void fill_kernel(std::uint8_t* dst, long count, Fill kind, std::uint6
       case Fill::e4m3_as_fp16: reinterpret_cast<std::uint16_t*>(dst)[i] = static_cast<std::uint16_t>(widen_e4m3x2(code)); break;
       case Fill::e4m3_code: dst[i] = code; break;
       case Fill::fp16: reinterpret_cast<std::uint16_t*>(dst)[i] = static_cast<std::uint16_t>(pack_f16x2(u * 4.0f - 2.0f, 0.0f)); break;
+      case Fill::bf16: reinterpret_cast<std::uint16_t*>(dst)[i] = static_cast<std::uint16_t>(pack_bf16x2(u * 4.0f - 2.0f, 0.0f)); break;
       case Fill::scale: reinterpret_cast<float*>(dst)[i] = lo + (hi - lo) * u; break;
     }
   }

@@ -195,16 +195,19 @@ struct MatrixFamily {
   const char* kernel;                        // for the messages
   bool (*e4m3_pv)(const Accumulator&);       // an e4m3 P V accumulation this family runs
   bool (*fp16_pv)(const Accumulator&);       // and an fp16 one
+  bool (*bf16_pv)(const Accumulator&);       // and a bf16 one (null: no bf16 operands at all)
   const char* e4m3_need;                     // what to write instead
   const char* fp16_need;
+  const char* bf16_need;                     // with bf16_pv null: why bf16 operands are refused
   bool prepares;                             // rotation and K smoothing (its preparation kernels)
 };
 
 const MatrixFamily kMmaFamily{
     "the mma kernel", [](const Accumulator& a) { return same_accumulator(a, h200_e4m3_mma_accumulator()); },
-    [](const Accumulator& a) { return same_accumulator(a, h200_hmma_accumulator()); },
+    [](const Accumulator& a) { return same_accumulator(a, h200_hmma_accumulator()); }, nullptr,
     "PV in e4m3 accumulates as the H200's mma.sync does: pv_acc must be h200_e4m3_mma",
-    "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma", true};
+    "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma",
+    "the mma kernel takes no bf16 operands (q, k, p, v = bf16 run in the wgmma kernel)", true};
 
 const MatrixFamily kWgmmaFamily{
     "the wgmma kernel",
@@ -212,20 +215,32 @@ const MatrixFamily kWgmmaFamily{
       return same_accumulator(a, h200_e4m3_wgmma_accumulator()) || same_accumulator(a, h200_e4m3_wgmma_tile_accumulator());
     },
     [](const Accumulator& a) { return same_accumulator(a, h200_hmma_tile_accumulator()); },
+    [](const Accumulator& a) {
+      return same_accumulator(a, h200_wgmma_bf16_accumulator()) || same_accumulator(a, h200_wgmma_bf16_tile_accumulator());
+    },
     "PV in e4m3 accumulates as the H200's wgmma does: pv_acc must be h200_e4m3_wgmma (into O) or h200_e4m3_wgmma_tile (per 64-key tile)",
-    "PV in fp16 per 64-key tile: pv_acc must be h200_hmma_tile (h200_hmma, straight into O, runs in flash_mma)", false};
+    "PV in fp16 per 64-key tile: pv_acc must be h200_hmma_tile (h200_hmma, straight into O, runs in flash_mma)",
+    "PV in bf16 accumulates as the H200's bf16 wgmma is modelled: pv_acc must be h200_wgmma_bf16 (into O) or h200_wgmma_bf16_tile "
+    "(per 64-key tile)",
+    false};
 
 std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFamily& f) {
   const std::string k = f.kernel;
   const bool qk_int8 = int8_token_scaled(r.q) && int8_token_scaled(r.k);
   const bool qk_fp16 = fp16_exact(r.q) && fp16_exact(r.k);
-  if (!qk_int8 && !qk_fp16) {
+  const bool qk_bf16 = rounded_to(r.q, FormatId::bf16) && rounded_to(r.k, FormatId::bf16);
+  const bool any_bf16 = qk_bf16 || rounded_to(r.p, FormatId::bf16) || rounded_to(r.v, FormatId::bf16);
+  if (any_bf16 && !f.bf16_pv) return f.bf16_need;
+  if (!qk_int8 && !qk_fp16 && !qk_bf16) {
     return "QK^T: " + k + " takes int8 Q and K with tensor, head or token fp32 scales, or Q and K rounded (no scale) to fp16, "
-           "e4m3 or e5m2";
+           "e4m3 or e5m2" + (f.bf16_pv ? ", or both to bf16" : "");
   }
   if (qk_int8 && r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T in int8 accumulates exactly (int32)";
   if (qk_fp16 && !same_accumulator(r.qk_acc, h200_hmma_accumulator())) {
     return "QK^T in fp16 accumulates as the H200's HMMA does: qk_acc must be h200_hmma";
+  }
+  if (qk_bf16 && !same_accumulator(r.qk_acc, h200_wgmma_bf16_accumulator())) {
+    return "QK^T in bf16 accumulates as the H200's bf16 wgmma is modelled: qk_acc must be h200_wgmma_bf16";
   }
   if (r.q_smoothing || r.v_smoothing) return k + " has no Q or V smoothing (the dot4 family has)";
   if (r.k_smoothing == KSmoothing::block_mean_corrected) return k + " has no q . mu_b correction of block means (the dot4 family has)";
@@ -252,9 +267,16 @@ std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFa
   if (prepared) return "with rotation or K smoothing " + k + " takes int8 Q/K with e4m3 P and V only";
   if (rounded_to(r.p, FormatId::fp16) && rounded_to(r.v, FormatId::fp16)) {
     if (!f.fp16_pv(r.pv_acc)) return f.fp16_need;
+    if (qk_bf16) return "PV in fp16 after bf16 QK^T: " + k + " pairs bf16 QK^T with bf16 or e4m3 PV";
     return "";
   }
-  return "PV: " + k + " takes e4m3 P (static multiplier) with e4m3 V (rounded, or tensor/head/channel fp32 scales), or fp16 P and V";
+  if (f.bf16_pv && rounded_to(r.p, FormatId::bf16) && rounded_to(r.v, FormatId::bf16)) {
+    if (!f.bf16_pv(r.pv_acc)) return f.bf16_need;
+    if (qk_fp16) return "PV in bf16 after fp16 QK^T: " + k + " pairs bf16 PV with int8 or bf16 QK^T";
+    return "";
+  }
+  return "PV: " + k + " takes e4m3 P (static multiplier) with e4m3 V (rounded, or tensor/head/channel fp32 scales), or fp16 P and V" +
+         (f.bf16_pv ? ", or bf16 P and V" : "");
 }
 
 }  // namespace
@@ -357,7 +379,8 @@ MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
     in.q_scales = std::move(qk.q_scales);
     in.k_scales = std::move(qk.k_scales);
   } else {
-    in.qk = QkType::fp16;  // fp16, e4m3 or e5m2 values: all exact in fp16
+    // bf16 values (matrix_not_covered: Q and K both bf16), or fp16, e4m3 or e5m2 values: all exact in fp16.
+    in.qk = r.q.spec.format == FormatId::bf16 ? QkType::bf16 : QkType::fp16;
     in.q_values = operand_values(p.q, r.q);
     in.k_values = operand_values(p.k, r.k);
   }
@@ -377,10 +400,10 @@ MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
         for (int c = 0; c < d; ++c) in.v_scales[static_cast<std::size_t>(h) * d + c] = v.scales[v.scale_index(h, 0, c)];
     }
   } else {
-    in.pv = PvType::fp16;
-    const Format f16 = format_of(FormatId::fp16);
+    in.pv = r.v.spec.format == FormatId::bf16 ? PvType::bf16 : PvType::fp16;
+    const Format vf = format_of(in.pv == PvType::bf16 ? FormatId::bf16 : FormatId::fp16);
     in.v_values = p.v.data;
-    for (float& x : in.v_values) x = static_cast<float>(round_to(f16, x));
+    for (float& x : in.v_values) x = static_cast<float>(round_to(vf, x));
   }
   in.rows = p.rows.resolve(p.q.tokens);
   in.causal = p.causal;

@@ -336,6 +336,9 @@ void launch_dim(const Params& p, int dim, int warps) {
 
 template <bool LOGITS>
 void launch(QkType qk, PvType pv, const Params& p, int dim, int warps) {
+  // mma.sync has an m16n8k16 bf16 shape, but this family does not issue it: bf16 is the wgmma family's.
+  if (qk == QkType::bf16 || pv == PvType::bf16)
+    throw std::invalid_argument("flash_mma: QkType and PvType must be int8/fp16 and e4m3/fp16; bf16 operands run in flash_wgmma");
   if (qk == QkType::int8 && pv == PvType::e4m3) return launch_dim<QkType::int8, PvType::e4m3, LOGITS>(p, dim, warps);
   if (qk == QkType::fp16 && pv == PvType::e4m3) return launch_dim<QkType::fp16, PvType::e4m3, LOGITS>(p, dim, warps);
   if (qk == QkType::int8 && pv == PvType::fp16) return launch_dim<QkType::int8, PvType::fp16, LOGITS>(p, dim, warps);

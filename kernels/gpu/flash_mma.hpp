@@ -19,8 +19,9 @@
 
 namespace qattn::gpu {
 
-enum class QkType : std::uint8_t { int8, fp16 };
-enum class PvType : std::uint8_t { e4m3, fp16 };
+// bf16 operands run on the wgmma family only (flash_wgmma.hpp); flash_mma refuses them.
+enum class QkType : std::uint8_t { int8, fp16, bf16 };
+enum class PvType : std::uint8_t { e4m3, fp16, bf16 };
 
 inline constexpr int kMmaKeyTile = 64;  // Bc of the mma family; a covered recipe has tiles.block_k = 64
 
@@ -30,14 +31,14 @@ struct MmaInputs {
   int q_heads = 0, kv_heads = 0, tokens = 0, dim = 0;  // dim 64, 128 or 256
   std::vector<std::int8_t> q_codes, k_codes;           // int8 QK: [H][N][d]
   std::vector<float> q_scales, k_scales;               // int8 QK: [H][N]
-  std::vector<float> q_values, k_values;               // fp16 QK: fp16-representable values [H][N][d]
-  std::vector<float> v_values;                         // [Hkv][N][d]: e4m3 code values or fp16 values
+  std::vector<float> q_values, k_values;               // fp16 (bf16) QK: fp16- (bf16-) representable values [H][N][d]
+  std::vector<float> v_values;                         // [Hkv][N][d]: e4m3 code values, fp16 or bf16 values
   std::vector<float> v_scales;                         // e4m3 PV: [Hkv][d]; empty means 1
   std::vector<int> rows;                               // query rows returned (all are computed)
   bool causal = false;
   int window = 0;
   float score_factor = 0;                              // fp32(softmax scale) * fp32(log2 e), as the emulator
-  float p_multiplier = 448;                            // e4m3 P: P * multiplier is rounded; fp16 P: 1
+  float p_multiplier = 448;                            // e4m3 P: P * multiplier is rounded; fp16 and bf16 P: 1
   bool denominator_quantized = true;
 };
 
@@ -46,8 +47,8 @@ struct MmaTuning {
   int warps = 4;  // 16 query rows per warp: 4 or 8 warps per block
 };
 
-// Runs the kernel; returns [Hq, rows, d]. Throws std::invalid_argument on unsupported shapes and
-// std::runtime_error on a CUDA error.
+// Runs the kernel; returns [Hq, rows, d]. Throws std::invalid_argument on unsupported shapes or bf16
+// operands, and std::runtime_error on a CUDA error.
 std::vector<float> flash_mma(const MmaInputs& in, const MmaTuning& tuning = {});
 
 // From raw fp32 Q, K, V to the output on the device: the preparation kernels (prepare.cu: rotation,

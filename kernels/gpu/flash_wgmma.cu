@@ -1,9 +1,9 @@
 // Warpgroup flash attention (NVIDIA sm_90a, wgmma): blocks of 128 (d > 64) or 192 (d = 64) query
 // rows, key tiles of 64.
-//   S = Q K^T            s8 wgmma m64n64k32 (int32, exact) or fp16 m64n64k16 (fp32)
+//   S = Q K^T            s8 wgmma m64n64k32 (int32, exact), fp16 or bf16 m64n64k16 (fp32)
 //   s = S (sq sk) c       fp32, in the emulator's order; masked keys are -inf
 //   m' = max(m, rowmax s); alpha = 2^(m - m'); P = round(2^(s - m') * multiplier)
-//   l = alpha l + rowsum P;  O = alpha O + P V   (e4m3 or fp16 wgmma, P from registers)
+//   l = alpha l + rowsum P;  O = alpha O + P V   (e4m3, fp16 or bf16 wgmma, P from registers)
 //   out = O vscale / l
 // Roles (FlashAttention-3's producer/consumer split): warpgroup 0 is the producer, one thread of
 // which issues every copy through the tensor memory accelerator (TMA): the block's Q once, then
@@ -23,8 +23,8 @@
 // keys (in the device copy of K, so that a TMA box lands them so): row c of a tile holds key
 // kperm(c), the thread's own S values are exactly its A fragment, and V^T is read in plain key
 // order. Sums over keys are unchanged; the emulator's accumulator sees the products of each 32 keys
-// together (an instruction's k), whose alignment and sum do not depend on their order. fp16 P
-// needs no permutation (its A fragment is S's layout).
+// together (an instruction's k), whose alignment and sum do not depend on their order. fp16 and
+// bf16 P need no permutation (their A fragment is S's layout).
 //
 // Operand tiles use the no-swizzle K-major layout (wgmma.hpp) in the order TMA boxes of 16 bytes x
 // rows write it: all rows' first 16 bytes, then all rows' next 16 bytes, and so on; so core
@@ -87,16 +87,21 @@ struct Qk {
 template <PvType PV>
 struct Pv {
   static constexpr int kBytes = PV == PvType::e4m3 ? 1 : 2;
-  static constexpr int kKeysPerStep = kStepBytes / kBytes;  // 32 e4m3 keys or 16 fp16 keys per instruction
+  static constexpr int kKeysPerStep = kStepBytes / kBytes;  // 32 e4m3 keys or 16 fp16 / bf16 keys per instruction
+  // Whether 2^x below fp32's normals (x < -126) can round to a nonzero P: bf16 has fp32's exponent
+  // range and subnormals down to 2^-133, so P must not be flushed there (exp2_flushed's argument
+  // holds for e4m3 and fp16 only).
+  static constexpr bool kSubnormalP = PV == PvType::bf16;
 };
-static_assert(Pv<PvType::e4m3>::kKeysPerStep == 32 && Pv<PvType::fp16>::kKeysPerStep == 16, "the instructions' k");
+static_assert(Pv<PvType::e4m3>::kKeysPerStep == 32 && Pv<PvType::fp16>::kKeysPerStep == 16 && Pv<PvType::bf16>::kKeysPerStep == 16,
+              "the instructions' k");
 
 // The key held by row c of a 64-key tile, which is S's column c: within each 32 keys, S column
 // c = 8 j' + 2 t + b (j' = 0..3, t = 0..3, b = 0..1) is the A fragment's k = 4 t + 2 j' + b for j' < 2
-// and 16 + 4 t + 2 (j' - 2) + b for j' >= 2. Identity for fp16 P.
+// and 16 + 4 t + 2 (j' - 2) + b for j' >= 2. Identity for fp16 and bf16 P.
 template <PvType PV>
 __host__ __device__ constexpr int key_of_column(int c) {
-  if constexpr (PV == PvType::fp16) {
+  if constexpr (PV != PvType::e4m3) {
     return c;
   } else {
     const int base = c & ~31, w = c & 31, jp = w / 8, t = (w % 8) / 2, b = w % 2;
@@ -250,6 +255,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
       for (int st = 0; st < kQkSteps; ++st) {
         const std::uint64_t da = tile_descriptor(my_q, R::kBm, st), db = tile_descriptor(sk, kBc, st);
         if constexpr (QK == QkType::int8) wgmma_s8_ss<kBc>(acc, da, db);
+        else if constexpr (QK == QkType::bf16) wgmma_bf16_ss<kBc>(acc, da, db);
         else wgmma_f16_ss<kBc>(acc, da, db);
       }
       wgmma_commit_group();
@@ -321,7 +327,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
       }
       // pa: P as the A fragments of the kPvSteps instructions; ps: this lane's share of the row sums.
       // e4m3: word w of step st holds 4 keys of row g + 8 (w % 2) from blocks 4 st + 2 (w / 2) and
-      // + 1 (two codes each); fp16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
+      // + 1 (two codes each); fp16, bf16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
       std::uint32_t pa[kPvSteps][4];
       float ps[2] = {0.0f, 0.0f};
       // A row with every key so far masked has m = -inf: subtracting 0 instead keeps 2^(-inf) = 0.
@@ -334,7 +340,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const float x = sc[4 * jb + 2 * r + e];
-            pf[e] = exp2_flushed(x - m_sub[r]);
+            pf[e] = Pv<PV>::kSubnormalP ? exp2f(x - m_sub[r]) : exp2_flushed(x - m_sub[r]);
           }
           const int st = jb / kBlocksPerStep, in_step = jb % kBlocksPerStep;
           if constexpr (PV == PvType::e4m3) {
@@ -346,8 +352,10 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
             if (in_step % 2 == 0) w = codes;
             else w |= static_cast<std::uint32_t>(codes) << 16;
           } else {
-            const std::uint32_t packed = pack_f16x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
-            const float2 back = unpack_f16x2(packed);
+            // Rounded to nearest even, as the emulator rounds P to fp16 or bf16.
+            const std::uint32_t packed = PV == PvType::bf16 ? pack_bf16x2(pf[0] * p.p_mult, pf[1] * p.p_mult)
+                                                            : pack_f16x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
+            const float2 back = PV == PvType::bf16 ? unpack_bf16x2(packed) : unpack_f16x2(packed);
             pq[0] = back.x;
             pq[1] = back.y;
             pa[st][r + 2 * in_step] = packed;
@@ -377,6 +385,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
         for (int st = 0; st < kPvSteps; ++st) {
           const std::uint64_t db = tile_descriptor(sv, D, st);
           if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
+          else if constexpr (PV == PvType::bf16) wgmma_bf16_rs<D>(acc, pa[st], db);
           else wgmma_f16_rs<D>(acc, pa[st], db);
         }
         wgmma_commit_group();
@@ -453,13 +462,22 @@ void launch_dim(const Params& p, int dim, WgmmaPvAcc acc) {
   }
 }
 
+// The QK/PV pairs instantiated: every int8/fp16 pair, and bf16 with bf16, int8 or e4m3 (fp16 with
+// bf16 would be two more instantiations that no recipe needs: dispatch.cpp refuses them).
 template <bool LOGITS>
 void launch(QkType qk, PvType pv, const Params& p, int dim, WgmmaPvAcc acc) {
   if (qk == QkType::int8 && pv == PvType::e4m3) return launch_dim<QkType::int8, PvType::e4m3, LOGITS>(p, dim, acc);
   if (qk == QkType::fp16 && pv == PvType::e4m3) return launch_dim<QkType::fp16, PvType::e4m3, LOGITS>(p, dim, acc);
   if (qk == QkType::int8 && pv == PvType::fp16) return launch_dim<QkType::int8, PvType::fp16, LOGITS>(p, dim, acc);
-  return launch_dim<QkType::fp16, PvType::fp16, LOGITS>(p, dim, acc);
+  if (qk == QkType::fp16 && pv == PvType::fp16) return launch_dim<QkType::fp16, PvType::fp16, LOGITS>(p, dim, acc);
+  if (qk == QkType::bf16 && pv == PvType::bf16) return launch_dim<QkType::bf16, PvType::bf16, LOGITS>(p, dim, acc);
+  if (qk == QkType::int8 && pv == PvType::bf16) return launch_dim<QkType::int8, PvType::bf16, LOGITS>(p, dim, acc);
+  if (qk == QkType::bf16 && pv == PvType::e4m3) return launch_dim<QkType::bf16, PvType::e4m3, LOGITS>(p, dim, acc);
+  throw std::invalid_argument("flash_wgmma: fp16 and bf16 do not mix: QK^T and PV must not be one fp16, the other bf16");
 }
+
+// V^T's element: the P V instruction's B operand type.
+VtElement vt_element(PvType pv) { return pv == PvType::e4m3 ? VtElement::e4m3_code : pv == PvType::bf16 ? VtElement::bf16 : VtElement::fp16; }
 
 // After a launch: the CUDA error, then whether the device code held wgmma at all.
 void check_built(const int* built, const char* what) {
@@ -470,10 +488,10 @@ void check_built(const int* built, const char* what) {
 }
 
 // Device copies of MmaInputs in the layouts of Params (mma_host.hpp): e4m3 V^T as e4m3 codes (the
-// instruction's operand), fp16 V^T as fp16.
+// instruction's operand), fp16 V^T as fp16, bf16 as bf16.
 struct DeviceInputs : MatrixDeviceInputs<Params> {
   explicit DeviceInputs(const MmaInputs& in)
-      : MatrixDeviceInputs<Params>(in, in.pv == PvType::e4m3 ? VtElement::e4m3_code : VtElement::fp16, "flash_wgmma",
+      : MatrixDeviceInputs<Params>(in, vt_element(in.pv), "flash_wgmma",
                                    in.pv == PvType::e4m3 ? key_of_column_e4m3 : nullptr) {
     p.built = mem.upload(std::vector<int>{1});
   }
@@ -502,7 +520,7 @@ std::vector<std::int32_t> wgmma_logits(const MmaInputs& in, int h) {
   fill_bytes(logits, 0xFF, sizeof(std::int32_t) * 16 * kBc);
   dev.p.logits = logits;
   // One block of head h: its Q and its K head selected by offsetting the pointers.
-  const long qk_bytes = in.qk == QkType::int8 ? 1 : 2, v_bytes = in.pv == PvType::e4m3 ? 1 : 2;
+  const long qk_bytes = qk_element_bytes(in.qk), v_bytes = in.pv == PvType::e4m3 ? 1 : 2;
   const int kh = h / (in.q_heads / in.kv_heads);
   dev.p.q += h * static_cast<long>(in.tokens) * in.dim * qk_bytes;
   dev.p.k += kh * static_cast<long>(dev.p.np) * in.dim * qk_bytes;
@@ -520,7 +538,7 @@ double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, int batch, int
   DeviceBuffers mem;
   Params p{};
   const int hq = batch * q_heads, hkv = batch * kv_heads, n = tokens;
-  const RandomMmaDevice dev = random_mma_device(mem, qk, pv, pv == PvType::e4m3 ? VtElement::e4m3_code : VtElement::fp16, hq, hkv, n, dim);
+  const RandomMmaDevice dev = random_mma_device(mem, qk, pv, vt_element(pv), hq, hkv, n, dim);
   set_bench(p, dev, pv, hq, hkv, n, dim, causal);
   p.built = mem.upload(std::vector<int>{1});
   return median_launch_ms(

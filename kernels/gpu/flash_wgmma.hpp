@@ -2,13 +2,14 @@
 // Host interface of the warpgroup flash-attention family (NVIDIA sm_90a, wgmma): blocks of 128 query
 // rows (192 for d = 64), a producer warpgroup issuing TMA copies and two (three) consumer warpgroups
 // of 64 rows each, key tiles of 64, both products on Hopper's warpgroup instructions:
-//   S = Q K^T   s8 wgmma m64n64k32 (int32, exact), or fp16 m64n64k16 (fp32); Q and K from shared memory
-//   O += P V    e4m3 wgmma m64nDk32 (fp32), or fp16 m64nDk16; P from registers, V^T from shared memory
-// It takes the mma family's inputs (MmaInputs: the same recipes, the same layouts on the host side).
+//   S = Q K^T   s8 wgmma m64n64k32 (int32, exact), or fp16 / bf16 m64n64k16 (fp32); Q and K from shared memory
+//   O += P V    e4m3 wgmma m64nDk32 (fp32), or fp16 / bf16 m64nDk16; P from registers, V^T from shared memory
+// It takes the mma family's inputs (MmaInputs: the same recipes, the same layouts on the host side),
+// and bf16 operands, which the mma family does not: bf16 pairs with bf16, int8 or e4m3 (not fp16).
 // How P V's accumulators meet O is a numerics choice that the recipe's pv_acc states:
-//   per_tile: each 64-key tile's products start from zero (2 chained e4m3 instructions, or 4 fp16)
-//             and are added into O with one fp32 add, as SageAttention 2 does (pv_acc.flush_every = 2
-//             for e4m3, 4 for fp16);
+//   per_tile: each 64-key tile's products start from zero (2 chained e4m3 instructions, or 4 fp16
+//             or bf16) and are added into O with one fp32 add, as SageAttention 2 does
+//             (pv_acc.flush_every = 2 for e4m3, 4 for fp16 and bf16);
 //   into_o:   the instructions accumulate straight into O, as FlashAttention-3 does (flush_every = 0).
 #include <cstdint>
 #include <vector>

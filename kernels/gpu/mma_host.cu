@@ -13,6 +13,7 @@ namespace qattn::gpu {
 
 namespace {
 std::uint16_t fp16_bits(float x) { return static_cast<std::uint16_t>(encode(format_of(FormatId::fp16), x)); }
+std::uint16_t bf16_bits(float x) { return static_cast<std::uint16_t>(encode(format_of(FormatId::bf16), x)); }
 }  // namespace
 
 int mma_padded_tokens(int n) { return (n + kMmaKeyTile - 1) / kMmaKeyTile * kMmaKeyTile; }
@@ -24,7 +25,7 @@ void check_mma_shape(const MmaInputs& in, const char* family) {
 
 std::vector<std::uint8_t> mma_qk_rows(const MmaInputs& in, bool is_q, int rows_out) {
   const std::size_t heads = is_q ? in.q_heads : in.kv_heads, d = in.dim, n = in.tokens;
-  const std::size_t bytes = in.qk == QkType::int8 ? 1 : 2;
+  const std::size_t bytes = qk_element_bytes(in.qk);
   std::vector<std::uint8_t> buf(heads * rows_out * d * bytes, 0);
   for (std::size_t h = 0; h < heads; ++h)
     for (std::size_t i = 0; i < n; ++i)
@@ -33,7 +34,8 @@ std::vector<std::uint8_t> mma_qk_rows(const MmaInputs& in, bool is_q, int rows_o
         if (in.qk == QkType::int8) {
           buf[dst] = static_cast<std::uint8_t>((is_q ? in.q_codes : in.k_codes)[src]);
         } else {
-          const std::uint16_t b = fp16_bits((is_q ? in.q_values : in.k_values)[src]);
+          const float x = (is_q ? in.q_values : in.k_values)[src];
+          const std::uint16_t b = in.qk == QkType::bf16 ? bf16_bits(x) : fp16_bits(x);
           std::memcpy(&buf[2 * dst], &b, 2);
         }
       }
@@ -60,8 +62,8 @@ std::vector<float> mma_padded_k_scales(const MmaInputs& in, int np) {
 }
 
 std::vector<std::uint8_t> mma_v_transposed(const MmaInputs& in, int np, VtElement element, const char* family) {
-  const std::size_t hkv = in.kv_heads, d = in.dim, n = in.tokens, eb = element == VtElement::fp16 ? 2 : 1;
-  const Format e4m3 = format_of(FormatId::e4m3);
+  const std::size_t hkv = in.kv_heads, d = in.dim, n = in.tokens, eb = element == VtElement::e4m3_code ? 1 : 2;
+  const Format e4m3 = format_of(FormatId::e4m3), bf16 = format_of(FormatId::bf16);
   std::vector<std::uint8_t> vt(hkv * d * np * eb, 0);
   for (std::size_t h = 0; h < hkv; ++h)
     for (std::size_t j = 0; j < n; ++j)
@@ -69,9 +71,14 @@ std::vector<std::uint8_t> mma_v_transposed(const MmaInputs& in, int np, VtElemen
         const float x = in.v_values[(h * n + j) * d + c];
         if (in.pv == PvType::e4m3 && static_cast<float>(round_to(e4m3, x)) != x)
           throw std::invalid_argument(std::string(family) + ": e4m3 PV needs V values that are e4m3 values");
+        if (in.pv == PvType::bf16 && static_cast<float>(round_to(bf16, x)) != x)
+          throw std::invalid_argument(std::string(family) + ": bf16 PV needs V values that are bf16 values");
         const std::size_t at = (h * d + c) * np + j;
         if (element == VtElement::e4m3_code) {
           vt[at] = static_cast<std::uint8_t>(encode(e4m3, x));
+        } else if (element == VtElement::bf16) {
+          const std::uint16_t b = bf16_bits(x);
+          std::memcpy(&vt[2 * at], &b, 2);
         } else {
           const std::uint16_t b = fp16_bits(x);
           std::memcpy(&vt[2 * at], &b, 2);
@@ -91,9 +98,11 @@ std::vector<float> pick_rows(const std::vector<float>& all, int heads, int token
 RandomMmaDevice random_mma_device(DeviceBuffers& mem, QkType qk, PvType pv, VtElement vt_element, int hq, int hkv, int n, int dim) {
   RandomMmaDevice r;
   r.np = mma_padded_tokens(n);
-  const long qk_bytes = qk == QkType::int8 ? 1 : 2, v_bytes = vt_element == VtElement::fp16 ? 2 : 1;
-  const Fill qk_fill = qk == QkType::int8 ? Fill::int8 : Fill::fp16;
-  const Fill v_fill = pv == PvType::fp16 ? Fill::fp16 : (vt_element == VtElement::e4m3_code ? Fill::e4m3_code : Fill::e4m3_as_fp16);
+  const long qk_bytes = qk_element_bytes(qk), v_bytes = vt_element == VtElement::e4m3_code ? 1 : 2;
+  const Fill qk_fill = qk == QkType::int8 ? Fill::int8 : (qk == QkType::bf16 ? Fill::bf16 : Fill::fp16);
+  const Fill v_fill = pv == PvType::fp16 ? Fill::fp16
+                      : pv == PvType::bf16 ? Fill::bf16
+                                           : (vt_element == VtElement::e4m3_code ? Fill::e4m3_code : Fill::e4m3_as_fp16);
   std::uint8_t* q = mem.alloc<std::uint8_t>(static_cast<long>(hq) * n * dim * qk_bytes);
   std::uint8_t* k = mem.alloc<std::uint8_t>(static_cast<long>(hkv) * r.np * dim * qk_bytes);
   std::uint8_t* vt = mem.alloc<std::uint8_t>(static_cast<long>(hkv) * dim * r.np * v_bytes);

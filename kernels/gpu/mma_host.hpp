@@ -1,7 +1,8 @@
 #pragma once
 // Host-side layouts the matrix families (flash_mma, flash_wgmma) read, built from MmaInputs, and
 // the benchmarks' random device inputs in the same layouts. Both families upload these; only the
-// element type of V^T differs (fp16 values for mma.sync's HMMAs, e4m3 codes for wgmma's e4m3).
+// element type of V^T differs (fp16 values for mma.sync's HMMAs, e4m3 codes for wgmma's e4m3, bf16
+// values for wgmma's bf16).
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -17,13 +18,16 @@ int mma_padded_tokens(int n);
 // Throws std::invalid_argument naming `family` unless heads and tokens make a problem.
 void check_mma_shape(const MmaInputs& in, const char* family);
 
-// Q ([Hq][N][d]) or K ([Hkv][rows_out][d], zero rows past N) as int8 codes or fp16 bit patterns.
+// Q ([Hq][N][d]) or K ([Hkv][rows_out][d], zero rows past N) as int8 codes, fp16 or bf16 bit patterns.
 std::vector<std::uint8_t> mma_qk_rows(const MmaInputs& in, bool is_q, int rows_out);
 
 // K's per-token scales [Hkv][np], zero past N.
 std::vector<float> mma_padded_k_scales(const MmaInputs& in, int np);
 
-enum class VtElement { fp16, e4m3_code };
+enum class VtElement { fp16, bf16, e4m3_code };
+
+// Bytes per Q/K element of a QkType (int8 codes: 1; fp16, bf16: 2).
+inline int qk_element_bytes(QkType qk) { return qk == QkType::int8 ? 1 : 2; }
 
 // A kernel's order of K rows within each 64-key tile: row r of a tile holds the tile's key
 // key_at_row(r) (a permutation of [0, 64)); null keeps key order.
@@ -32,8 +36,9 @@ using KeyAtRow = int (*)(int);
 // K rows ([heads][np][row_bytes], np a multiple of 64) reordered within each tile by key_at_row.
 std::vector<std::uint8_t> permute_key_rows(const std::vector<std::uint8_t>& rows, int row_bytes, KeyAtRow key_at_row);
 
-// V transposed to [Hkv][d][np] (zero keys past N): fp16 bit patterns (e4m3 values widened, exact) or
-// e4m3 codes. e4m3 PV needs V values that are e4m3 values (std::invalid_argument naming `family`).
+// V transposed to [Hkv][d][np] (zero keys past N): fp16 bit patterns (e4m3 values widened, exact),
+// bf16 bit patterns or e4m3 codes. e4m3 PV needs V values that are e4m3 values, bf16 PV bf16 values
+// (std::invalid_argument naming `family`).
 std::vector<std::uint8_t> mma_v_transposed(const MmaInputs& in, int np, VtElement element, const char* family);
 
 // The rows `rows` of each head of a [heads][tokens][dim] output.
@@ -68,7 +73,7 @@ void set_shape(Params& p, const MmaInputs& in, int np) {
   set_shape(p, in.q_heads, in.kv_heads, in.tokens, np, in.causal, in.window, in.denominator_quantized, in.score_factor, in.p_multiplier);
 }
 
-// A benchmark's Params: random inputs of one shape, softmax scale 1/sqrt(d), P x 448 for e4m3.
+// A benchmark's Params: random inputs of one shape, softmax scale 1/sqrt(d), P x 448 for e4m3 (1 for fp16 and bf16).
 template <typename Params>
 void set_bench(Params& p, const RandomMmaDevice& d, PvType pv, int hq, int hkv, int n, int dim, bool causal) {
   p.q = d.q;
@@ -92,7 +97,7 @@ struct MatrixDeviceInputs {
     const int n = in.tokens, np = mma_padded_tokens(n);
     p.q = mem.upload(mma_qk_rows(in, true, n));
     const std::vector<std::uint8_t> k_rows = mma_qk_rows(in, false, np);
-    p.k = mem.upload(key_at_row ? permute_key_rows(k_rows, in.dim * (in.qk == QkType::int8 ? 1 : 2), key_at_row) : k_rows);
+    p.k = mem.upload(key_at_row ? permute_key_rows(k_rows, in.dim * qk_element_bytes(in.qk), key_at_row) : k_rows);
     if (in.qk == QkType::int8) {
       p.q_scales = mem.upload(in.q_scales);
       p.k_scales = mem.upload(mma_padded_k_scales(in, np));

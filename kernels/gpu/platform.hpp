@@ -467,6 +467,22 @@ __device__ inline std::uint32_t pack_f16x2(float lo, float hi) {
   return r;
 }
 
+// Two floats to two bf16 (lo in the low half): round to nearest even, subnormals kept (as the
+// emulator's rounding of P to bf16).
+__device__ inline std::uint32_t pack_bf16x2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  std::uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
+// Two bf16 (lo in the low half) to floats, exactly: a bf16 is the top half of an fp32.
+__device__ inline float2 unpack_bf16x2(std::uint32_t h) { return make_float2(__uint_as_float(h << 16), __uint_as_float(h & 0xFFFF0000u)); }
+
 // Two e4m3 bytes (lo in the low byte) to two fp16 (lo in the low half), exactly.
 __device__ inline std::uint32_t widen_e4m3x2(std::uint16_t v) {
 #if __CUDA_ARCH__ >= 890

@@ -83,7 +83,7 @@ __device__ inline void wgmma_fence_operand(std::int32_t& r) { asm volatile("" : 
 __device__ inline void wgmma_fence_operand(std::uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }  // A fragments
 
 // The instruction shapes: wgmma_s8_ss<N>, wgmma_f16_ss<N>, wgmma_e4m3_ss<N>, wgmma_e4m3_rs<N>,
-// wgmma_f16_rs<N>: D (64 x N) += A B with A from shared memory (_ss) or registers (_rs), B K-major
+// wgmma_f16_rs<N>, wgmma_bf16_ss<N>, wgmma_bf16_rs<N>: D (64 x N) += A B with A from shared memory (_ss) or registers (_rs), B K-major
 // in shared memory; scale-d true. D fragment: each thread holds, per 8-column block j, d[4 j + i]
 // at row 16 warp + lane/4 + 8 (i/2), column 8 j + 2 (lane%4) + i%2. A in registers: each warp
 // holds its 16 rows as mma.sync does (8-bit k32: mma_probe.hpp's maps; 16-bit k16: word r is row

@@ -14,7 +14,7 @@ namespace qattn::gpu {
 
 namespace {
 
-enum class Op { e4m3_ss, e4m3_rs, s8_ss, f16_ss };
+enum class Op { e4m3_ss, e4m3_rs, s8_ss, f16_ss, bf16_ss };
 
 constexpr int kRows = 64, kCols = 8, kCaseRows = 16, kRowBytes = 32;  // every shape here has 32 bytes of K
 // Core matrices adjacent in K are 128 bytes apart (one core matrix), 8-row groups 256 (two of them).
@@ -23,7 +23,7 @@ constexpr int kLbo = 128, kSbo = 256;
 template <Op op>
 using AccT = std::conditional_t<op == Op::s8_ss, std::int32_t, float>;
 template <Op op>
-QATTN_HD constexpr int elem_bytes() { return op == Op::f16_ss ? 2 : 1; }
+QATTN_HD constexpr int elem_bytes() { return op == Op::f16_ss || op == Op::bf16_ss ? 2 : 1; }
 
 template <Op op>
 __global__ void __launch_bounds__(kWarpgroupThreads) wgmma_probe_kernel(const std::uint8_t* a, const std::uint8_t* b,
@@ -68,6 +68,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads) wgmma_probe_kernel(const st
     if constexpr (op == Op::e4m3_ss) wgmma_e4m3_ss<kCols>(acc, da, db);
     else if constexpr (op == Op::e4m3_rs) wgmma_e4m3_rs<kCols>(acc, ar, db);
     else if constexpr (op == Op::s8_ss) wgmma_s8_ss<kCols>(acc, da, db);
+    else if constexpr (op == Op::bf16_ss) wgmma_bf16_ss<kCols>(acc, da, db);
     else wgmma_f16_ss<kCols>(acc, da, db);
     wgmma_commit_group();
     wgmma_wait_group<0>();
@@ -121,6 +122,11 @@ std::vector<std::int32_t> wgmma_s8_probe(const std::vector<std::int8_t>& a, cons
 std::vector<float> wgmma_f16_probe(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
                                    const std::vector<float>& c) {
   return run<Op::f16_ss>("wgmma_f16_probe", a, b, c);
+}
+
+std::vector<float> wgmma_bf16_probe(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
+                                    const std::vector<float>& c) {
+  return run<Op::bf16_ss>("wgmma_bf16_probe", a, b, c);
 }
 
 }  // namespace qattn::gpu

@@ -27,4 +27,9 @@ std::vector<std::int32_t> wgmma_s8_probe(const std::vector<std::int8_t>& a, cons
 std::vector<float> wgmma_f16_probe(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
                                    const std::vector<float>& c);
 
+// D = A B + C by one wgmma.m64n8k16.f32.bf16.bf16 per case: shapes as wgmma_f16_probe's, a and b
+// bf16 bit patterns.
+std::vector<float> wgmma_bf16_probe(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
+                                    const std::vector<float>& c);
+
 }  // namespace qattn::gpu

@@ -616,6 +616,28 @@ TEST_CASE("fused accumulators read a subnormal factor's exponent as the format's
   CHECK(AccumulatorModel(hmma).add(0.0f, terms, field) == 0x1p-20f);
 }
 
+TEST_CASE("the bf16 wgmma presets (a hypothesis) are the HMMA model reading subnormal bf16 factors at -126",
+          "[emulate][accumulator]") {
+  const Accumulator bf16 = h200_wgmma_bf16_accumulator();
+  Accumulator as_hmma = bf16;
+  as_hmma.factor_exponent_min = -14;
+  const Accumulator hmma = h200_hmma_accumulator();
+  CHECK((as_hmma.kind == hmma.kind && as_hmma.fused == hmma.fused && as_hmma.chunk == hmma.chunk && as_hmma.align_bits == hmma.align_bits &&
+         as_hmma.chunk_mantissa_bits == hmma.chunk_mantissa_bits && as_hmma.chunk_rounding == hmma.chunk_rounding &&
+         as_hmma.flush_every == hmma.flush_every));
+  REQUIRE(bf16.factor_exponent_min == -126);
+  CHECK(h200_wgmma_bf16_tile_accumulator().flush_every == 4);
+  // 2^-131 is a bf16 subnormal: times 2^101 its product 2^-30 aligns as if its exponent were -126
+  // (top -24, quantum 2^-50), dropping 3 2^-52, which the factors' own exponents (top -29, quantum
+  // 2^-55) keep; 2^-30 (1 + 3 2^-22) fits fp32's 23 bits.
+  CHECK(factor_exponent(0x1p-131, 0x1p101, -126) == -24);
+  const std::vector<double> terms{0x1p-30, 3 * 0x1p-52};
+  const std::vector<int> own{factor_exponent(0x1p-131, 0x1p101), factor_exponent(0x1p-27, 3 * 0x1p-25)};
+  const std::vector<int> field{factor_exponent(0x1p-131, 0x1p101, -126), factor_exponent(0x1p-27, 3 * 0x1p-25, -126)};
+  CHECK(AccumulatorModel(bf16).add(0.0f, terms, own) == static_cast<float>(0x1p-30 + 3 * 0x1p-52));
+  CHECK(AccumulatorModel(bf16).add(0.0f, terms, field) == 0x1p-30f);
+}
+
 TEST_CASE("a failure inside the emulator's parallel rows reaches the caller as an exception", "[emulate]") {
   // QFlash on queries of std 1e-9: the score unit is far below 2^-30 in every row; each row throws
   // inside the OpenMP region, which must neither terminate the process nor lose the reason.

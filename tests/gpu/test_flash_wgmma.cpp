@@ -22,17 +22,19 @@ using namespace qattn;
 
 namespace {
 
-// The measured wgmma presets: per tile (one fp32 add per 64 keys) or chained into O.
+// The wgmma presets: per tile (one fp32 add per 64 keys) or chained into O. e4m3 and fp16 are
+// measured; bf16 is the hypothesis "[wgmma-accumulator]" measures (h200_wgmma_bf16_accumulator).
 Recipe wgmma_recipe(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc) {
   const bool tile = acc == gpu::WgmmaPvAcc::per_tile;
-  const Accumulator pv_acc = pv == gpu::PvType::e4m3 ? (tile ? h200_e4m3_wgmma_tile_accumulator() : h200_e4m3_wgmma_accumulator())
-                                                     : (tile ? h200_hmma_tile_accumulator() : h200_wgmma_f16_f32_accumulator());
-  return test::matrix_recipe(qk, pv, h200_wgmma_f16_f32_accumulator(), pv_acc);
+  const Accumulator pv_acc = pv == gpu::PvType::e4m3   ? (tile ? h200_e4m3_wgmma_tile_accumulator() : h200_e4m3_wgmma_accumulator())
+                             : pv == gpu::PvType::bf16 ? (tile ? h200_wgmma_bf16_tile_accumulator() : h200_wgmma_bf16_accumulator())
+                                                       : (tile ? h200_hmma_tile_accumulator() : h200_wgmma_f16_f32_accumulator());
+  return test::matrix_recipe(qk, pv, qk == gpu::QkType::bf16 ? h200_wgmma_bf16_accumulator() : h200_wgmma_f16_f32_accumulator(), pv_acc);
 }
 
 std::string name(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc) {
-  std::string s = qk == gpu::QkType::int8 ? "int8 QK" : "fp16 QK";
-  s += pv == gpu::PvType::e4m3 ? " + e4m3 PV" : " + fp16 PV";
+  std::string s = qk == gpu::QkType::int8 ? "int8 QK" : qk == gpu::QkType::bf16 ? "bf16 QK" : "fp16 QK";
+  s += pv == gpu::PvType::e4m3 ? " + e4m3 PV" : pv == gpu::PvType::bf16 ? " + bf16 PV" : " + fp16 PV";
   return s + (acc == gpu::WgmmaPvAcc::per_tile ? " (per tile)" : " (into O)");
 }
 
@@ -83,6 +85,55 @@ TEST_CASE("wgmma kernel vs emulator: every QK/PV pair, both accumulations, head 
         }
 }
 
+// bf16 with bf16, and bf16 beside int8 QK^T or e4m3 PV: the pairs the family instantiates.
+TEST_CASE("wgmma kernel vs emulator: bf16 pairs, both accumulations, head dims, ragged N, causal, window, GQA",
+          "[gpu][wgmma][bf16]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const std::pair<gpu::QkType, gpu::PvType> pairs[] = {
+      {gpu::QkType::bf16, gpu::PvType::bf16}, {gpu::QkType::int8, gpu::PvType::bf16}, {gpu::QkType::bf16, gpu::PvType::e4m3}};
+  for (const auto& [qk, pv] : pairs)
+    for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
+      for (int d : {64, 128, 256}) {
+        Problem p = test::random_problem(4, 2, 1000, d, seed + d);  // 4 query heads on 2 KV heads; 1000: not a multiple of the tiles
+        for (float& x : p.q.data) x *= 2.0f;
+        p.causal = true;
+        check(p, qk, pv, acc, "d=" + std::to_string(d) + " causal");
+        p.causal = false;
+        p.window = 200;
+        p.rows = RowSelection::sample_of(300, seed);
+        check(p, qk, pv, acc, "d=" + std::to_string(d) + " window 200");
+      }
+}
+
+// bf16 P keeps 2^(s - m) below fp32's normals (down to 2^-133, as bf16 subnormals) where e4m3 and
+// fp16 P round it to zero, so the kernel must not flush it (Pv<bf16>::kSubnormalP in flash_wgmma.cu),
+// and the bf16 wgmma must multiply subnormal factors (the hypothesis the accumulator test measures).
+// Constructed so that only such P reach the output: every query is ones; key 0 is 11.125 in every
+// channel (score 712 / 8 = 89, 128.4 in log2 units) with V = 0; the other 63 keys are zero (score 0,
+// so P = 2^-128.4, a bf16 subnormal) with V = 2^100. The output, 63 P 2^100 / l, about 2^-22.4, is
+// zero wherever such P is flushed.
+TEST_CASE("wgmma kernel vs emulator: bf16 P below fp32's normals", "[gpu][wgmma][bf16]") {
+  Problem p = test::random_problem(2, 1, 64, 64, 29);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 64; ++i)
+      for (int c = 0; c < 64; ++c) p.q(h, i, c) = 1.0f;
+  for (int j = 0; j < 64; ++j)
+    for (int c = 0; c < 64; ++c) {
+      p.k(0, j, c) = j == 0 ? 11.125f : 0.0f;
+      p.v(0, j, c) = j == 0 ? 0.0f : 0x1p100f;
+    }
+  for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o}) {
+    const Recipe r = wgmma_recipe(gpu::QkType::bf16, gpu::PvType::bf16, acc);
+    const float want = emulate(p, r).out.data[0];
+    INFO("emulator's output " << want);
+    REQUIRE(want > 0x1p-24f);  // the construction: subnormal P reach the output
+    REQUIRE(want < 0x1p-20f);
+    const std::vector<float> got = gpu::flash_wgmma(gpu::make_mma_inputs(p, r), acc);
+    test::check_against_emulator(p, r, got, (name(gpu::QkType::bf16, gpu::PvType::bf16, acc) + " subnormal P").c_str());
+  }
+}
+
 TEST_CASE("wgmma kernel vs emulator on the shipped real dump", "[gpu][wgmma]") {
   const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
   SliceRequest req;
@@ -92,6 +143,7 @@ TEST_CASE("wgmma kernel vs emulator on the shipped real dump", "[gpu][wgmma]") {
     for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
       check(s.problem, gpu::QkType::int8, gpu::PvType::e4m3, acc, std::string("layer ") + layer);
     check(s.problem, gpu::QkType::fp16, gpu::PvType::fp16, gpu::WgmmaPvAcc::per_tile, std::string("layer ") + layer);
+    check(s.problem, gpu::QkType::bf16, gpu::PvType::bf16, gpu::WgmmaPvAcc::per_tile, std::string("layer ") + layer);
   }
 }
 
@@ -99,7 +151,7 @@ TEST_CASE("wgmma kernel: per-tile and into-O accumulation agree bit for bit on o
   // With a single 64-key tile, O starts at zero either way: the per-tile sum added into O = 0 is that
   // sum (0 + x is exact), and the chained instructions see the same operands from the same zero.
   Problem p = test::random_problem(4, 2, 60, 128, 17);
-  for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16}) {
+  for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16, gpu::PvType::bf16}) {
     const gpu::MmaInputs in = gpu::make_mma_inputs(p, wgmma_recipe(gpu::QkType::int8, pv, gpu::WgmmaPvAcc::per_tile));
     CHECK(gpu::flash_wgmma(in, gpu::WgmmaPvAcc::per_tile) == gpu::flash_wgmma(in, gpu::WgmmaPvAcc::into_o));
   }
@@ -114,7 +166,11 @@ TEST_CASE("recipes that name the wgmma presets run on the wgmma family", "[gpu][
   p.causal = true;
   for (const char* text : {"q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma",
                            "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile",
-                           "q=fp16 k=fp16 acc.qk=h200_hmma p=fp16 v=fp16 acc.pv=h200_hmma_tile"}) {
+                           "q=fp16 k=fp16 acc.qk=h200_hmma p=fp16 v=fp16 acc.pv=h200_hmma_tile",
+                           "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16",
+                           "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile",
+                           "q=int8/token k=int8/token acc.qk=exact p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile",
+                           "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile"}) {
     const Recipe r = recipe_from_string(text);
     INFO(text);
     REQUIRE(gpu::not_covered(p, r).empty());
@@ -122,4 +178,33 @@ TEST_CASE("recipes that name the wgmma presets run on the wgmma family", "[gpu][
     CHECK(g.kernel == gpu::kWgmmaKernelName);
     test::check_against_emulator(p, r, g.out.data, text);
   }
+}
+
+// Host-side only (no device work): bf16 recipes with the wrong accumulator preset, or paired with
+// fp16, are refused by the wgmma family with a message naming what to write instead, and the mma
+// family refuses bf16 outright. (gpu::not_covered would accept them all: flash_dot4 runs any
+// accumulator model; these recipes then run there, as fp32 FMAs under the model.)
+TEST_CASE("bf16 recipes: the matrix families' refusals name the preset to use", "[gpu][wgmma][dispatch]") {
+  Problem p = test::random_problem(4, 2, 300, 128, 23);
+  const auto wgmma = [&](const char* text) { return gpu::wgmma_not_covered(p, recipe_from_string(text)); };
+  const auto mma = [&](const char* text) { return gpu::mma_not_covered(p, recipe_from_string(text)); };
+  const auto has = [](const std::string& s, const char* part) {
+    std::printf("  %s\n", s.c_str());
+    return s.find(part) != std::string::npos;
+  };
+  const char* good = "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile";
+  CHECK(wgmma(good).empty());
+  CHECK(wgmma("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16").empty());
+  CHECK(wgmma("q=int8/token k=int8/token acc.qk=exact p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile").empty());
+  CHECK(wgmma("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile").empty());
+  CHECK(has(mma(good), "the mma kernel takes no bf16 operands (q, k, p, v = bf16 run in the wgmma kernel)"));
+  CHECK(has(mma("q=int8/token k=int8/token acc.qk=exact p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "takes no bf16 operands"));
+  // The fp16 HMMA preset on bf16 Q K^T, and fp16 P V presets on bf16 P V: the bf16 ones are named.
+  CHECK(has(wgmma("q=bf16 k=bf16 acc.qk=h200_hmma p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "qk_acc must be h200_wgmma_bf16"));
+  CHECK(has(wgmma("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_hmma_tile"),
+            "pv_acc must be h200_wgmma_bf16 (into O) or h200_wgmma_bf16_tile (per 64-key tile)"));
+  // fp16 and bf16 do not mix.
+  CHECK(has(wgmma("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=fp16 v=fp16 acc.pv=h200_hmma_tile"), "pairs bf16 QK^T with bf16 or e4m3 PV"));
+  CHECK(has(wgmma("q=fp16 k=fp16 acc.qk=h200_hmma p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "pairs bf16 PV with int8 or bf16 QK^T"));
+  CHECK(has(wgmma("q=bf16 k=fp16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "or both to bf16"));
 }

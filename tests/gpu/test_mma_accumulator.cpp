@@ -1,5 +1,5 @@
 // The hardware's matrix accumulators, measured (labelled gpu; run on the H200 machine): one e4m3
-// mma.sync m16n8k32, or one wgmma (e4m3, fp16, s8), per case on constructed and on random inputs,
+// mma.sync m16n8k32, or one wgmma (e4m3, fp16, bf16, s8), per case on constructed and on random inputs,
 // and which accumulator model reproduces it bit for bit. Everything measured is printed; the lines
 // after "RESULT" say which parameters the presets in kernels/numerics/accumulator.hpp must hold.
 // Run: build-gpu/tests/test_gpu "[mma-accumulator]" (a fresh seed each run; QATTN_MMA_SEED=<n> repeats
@@ -1002,28 +1002,48 @@ TEST_CASE("e4m3 wgmma accumulator (A in registers): layout sanity, probes, model
 
 namespace {
 
-double f16_value(std::uint16_t code) { return decode(format_of(FormatId::fp16), code); }
+// The 16-bit operands of the k16 instructions: bit layouts (sign, exponent field, mantissa).
+struct Bits16 {
+  const char* name;
+  FormatId format;
+  int mantissa_bits, bias;
+};
+constexpr Bits16 kFp16{"fp16", FormatId::fp16, 10, 15};
+constexpr Bits16 kBf16{"bf16", FormatId::bf16, 7, 127};
 
-std::uint16_t random_f16_code(std::mt19937_64& gen, int field_lo, int field_hi) {  // finite, exponent field in [lo, hi]
+double value16(const Bits16& f, std::uint16_t code) { return decode(format_of(f.format), code); }
+
+// Finite, exponent field in [lo, hi], random mantissa and sign.
+std::uint16_t random_code16(const Bits16& f, std::mt19937_64& gen, int field_lo, int field_hi) {
   const int field = field_lo + static_cast<int>(gen() % static_cast<std::uint64_t>(field_hi - field_lo + 1));
-  return static_cast<std::uint16_t>((field << 10) | (gen() & 0x3FF) | ((gen() & 1) ? 0x8000 : 0));
+  const std::uint64_t mantissa = gen() & ((1u << f.mantissa_bits) - 1u);
+  return static_cast<std::uint16_t>((static_cast<std::uint64_t>(field) << f.mantissa_bits) | mantissa | ((gen() & 1) ? 0x8000 : 0));
 }
 
+// A factor's exponent from its exponent field, subnormals (field 0) at the smallest normal exponent.
+int raw_exponent16(const Bits16& f, std::uint16_t code) { return std::max((code & 0x7FFF) >> f.mantissa_bits, 1) - f.bias; }
 
-// One fp16 instruction under measurement: D [cases][16][8] = A [cases][16][16] B [cases][16][8] + C.
+// One 16-bit instruction under measurement: D [cases][16][8] = A [cases][16][16] B [cases][16][8] + C.
 using F16ProbeFn = std::function<std::vector<float>(const std::vector<std::uint16_t>&, const std::vector<std::uint16_t>&,
                                                     const std::vector<float>&)>;
 
-// fp16 operands, fp32 accumulators: one instruction per case on random dots (the e4m3 probes'
-// constructed cases need e4m3 factor pairs; the random styles here cover the same ground: full
-// range with subnormal factors, narrow exponents, outliers, C dominant, C cancelling D). The dots
-// enter the model search as 32-product dots whose last 16 products are zero, which no model's
-// alignment or sum sees. The preset must reproduce every dot.
-void measure_f16(const char* title, const F16ProbeFn& probe) {
+// fp16 or bf16 operands, fp32 accumulators: one instruction per case on random dots (the e4m3
+// probes' constructed cases need e4m3 factor pairs; the random styles here cover the same ground:
+// subnormal factors, narrow exponents, outliers, C dominant, C cancelling D). The dots enter the
+// model search as 32-product dots whose last 16 products are zero, which no model's alignment or
+// sum sees. `preset` must reproduce every dot.
+// Exponent windows: fp16's whole range keeps every product and C a normal float. bf16's does not
+// (fields up to 254, products to 2^±254), so its styles keep products within about 2^±80 and C (up to 30
+// binades above a dot, 20 below) within float's normals: narrow windows have factor exponents in
+// [-40, 33] (outliers 8 above the window), and style 0 pairs A factors of exponent field 0
+// (subnormal), 1 or 2 with B factors of exponents 73..127, so that products of subnormal factors
+// (about 2^-130 x 2^100) sit among the largest of their dot and set its alignment.
+void measure_16bit(const char* title, const F16ProbeFn& probe, const Bits16& f, const Accumulator& preset, const char* preset_name) {
   const std::uint64_t seed = fresh_seed();
-  std::printf("\n=== %s (fp32 accumulators) on %s; seed %llu (rerun: QATTN_MMA_SEED=%llu)\n", title, gpu::mma_probe_device().c_str(),
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  std::printf("\n=== %s (%s operands, fp32 accumulators) on %s; seed %llu (rerun: QATTN_MMA_SEED=%llu)\n", title, f.name,
+              gpu::mma_probe_device().c_str(), static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
   std::mt19937_64 gen(seed);
+  const bool bf16 = f.format == FormatId::bf16;
   constexpr int KF = 16;
   const int n_cases = 2048;
   std::vector<std::uint16_t> a(static_cast<std::size_t>(n_cases) * M * KF), b(static_cast<std::size_t>(n_cases) * KF * N);
@@ -1032,25 +1052,30 @@ void measure_f16(const char* title, const F16ProbeFn& probe) {
   const auto B = [&](int q, int k, int n) -> std::uint16_t& { return b[(static_cast<std::size_t>(q) * KF + k) * N + n]; };
   for (int q = 0; q < n_cases; ++q) {
     const int style = q % 5;
-    const int lo = 1 + static_cast<int>(gen() % 26);  // exponent-field window of the narrow styles (fields 1..30)
+    // Exponent-field window [lo, lo + 3] of the narrow styles: fp16 fields 1..30; bf16 87..160
+    // (exponents -40..33). bf16 style 0: B's window, fields 200..254.
+    const int lo = bf16 ? (style == 0 ? 200 + static_cast<int>(gen() % 52) : 87 + static_cast<int>(gen() % 71)) : 1 + static_cast<int>(gen() % 26);
     for (int m = 0; m < M; ++m)
       for (int k = 0; k < KF; ++k) {
         std::uint16_t& x = A(q, m, k);
-        x = style == 0 ? random_f16_code(gen, 0, 30) : random_f16_code(gen, lo, lo + 3);
-        if (style == 2 && gen() % 10 == 0) x = random_f16_code(gen, 27, 30);  // outliers
+        if (bf16 && style == 0) x = random_code16(f, gen, 0, 2);  // a third subnormal
+        else x = style == 0 ? random_code16(f, gen, 0, 30) : random_code16(f, gen, lo, lo + 3);
+        if (style == 2 && gen() % 10 == 0) x = bf16 ? random_code16(f, gen, lo + 8, lo + 11) : random_code16(f, gen, 27, 30);  // outliers
         if (gen() % 16 == 0) x = (gen() & 1) ? 0x8000 : 0x0000;
       }
     for (int k = 0; k < KF; ++k)
       for (int col = 0; col < N; ++col) {
         std::uint16_t& x = B(q, k, col);
-        x = style == 0 ? random_f16_code(gen, 0, 30) : random_f16_code(gen, lo, lo + 3);
+        x = style == 0 && !bf16 ? random_code16(f, gen, 0, 30) : random_code16(f, gen, lo, lo + 3);
         if (gen() % 16 == 0) x = 0;
       }
     for (int m = 0; m < M; ++m)
       for (int col = 0; col < N; ++col) {
         double dot = 0;
-        for (int k = 0; k < KF; ++k) dot += f16_value(A(q, m, k)) * f16_value(B(q, k, col));
-        const int ed = dot != 0 ? floor_log2_of(dot) : 2 * (lo - 15);
+        for (int k = 0; k < KF; ++k) dot += value16(f, A(q, m, k)) * value16(f, B(q, k, col));
+        // An all-zero dot: C near a typical product of the case.
+        const int typical = bf16 && style == 0 ? lo - f.bias - 126 : 2 * (lo - f.bias);
+        const int ed = dot != 0 ? floor_log2_of(dot) : typical;
         float& cc = c[d_index(q, m, col)];
         if (gen() % 4 == 0) cc = 0.0f;
         else if (style == 3) cc = random_float(gen, ed + static_cast<int>(gen() % 31));
@@ -1060,22 +1085,24 @@ void measure_f16(const char* title, const F16ProbeFn& probe) {
   }
   const std::vector<float> d = probe(a, b, c);
   std::vector<Dot> dots;
-  long non_finite = 0, inexact = 0, subnormal_top = 0;
+  long non_finite = 0, inexact = 0, subnormal_top = 0, inexact_product = 0;
   for (int q = 0; q < n_cases; ++q)
     for (int m = 0; m < M; ++m)
       for (int col = 0; col < N; ++col) {
         Dot t;
         for (int k = 0; k < KF; ++k) {
           const auto kk = static_cast<std::size_t>(k);
-          const double va = f16_value(A(q, m, k)), vb = f16_value(B(q, k, col)), p = va * vb;
-          t.p[kk] = static_cast<float>(p);  // 22 significant bits, within float's range: exact
+          const double va = value16(f, A(q, m, k)), vb = value16(f, B(q, k, col)), p = va * vb;
+          // fp16: 22 significant bits within float's range; bf16: 16 bits, and the windows above
+          // keep every product a normal float: exact either way (counted, and required, below).
+          t.p[kk] = static_cast<float>(p);
+          inexact_product += static_cast<double>(t.p[kk]) == p ? 0 : 1;
           t.fa[kk] = static_cast<float>(va);
           t.fb[kk] = static_cast<float>(vb);
           if (p != 0) {
             t.e_norm[kk] = static_cast<std::int8_t>(floor_log2_of(p) + 1);
             t.e_fac[kk] = static_cast<std::int8_t>(floor_log2_of(va) + floor_log2_of(vb) + 1);
-            const auto raw = [](std::uint16_t code) { return std::max((code >> 10) & 0x1F, 1) - 15; };  // subnormals at -14
-            t.e_raw[kk] = static_cast<std::int8_t>(raw(A(q, m, k)) + raw(B(q, k, col)) + 1);
+            t.e_raw[kk] = static_cast<std::int8_t>(raw_exponent16(f, A(q, m, k)) + raw_exponent16(f, B(q, k, col)) + 1);
           }
         }
         t.c = c[d_index(q, m, col)];
@@ -1097,7 +1124,9 @@ void measure_f16(const char* title, const F16ProbeFn& probe) {
   std::printf("random: %d cases (%zu dots); %ld outputs not finite; %ld differ from the exact real sum; "
               "%ld whose largest product exponent depends on subnormal factors\n",
               n_cases, dots.size(), non_finite, inexact, subnormal_top);
+  REQUIRE(inexact_product == 0);  // the windows' promise: every product held exactly (and within int8 exponents)
   REQUIRE(non_finite == 0);
+  if (bf16) REQUIRE(subnormal_top > 0);  // style 0 must reach what the hypothesis is about
   const std::vector<std::size_t> shuffled = search_order(dots, gen);
   const std::vector<ECand> eg = e_grid();
   const std::vector<VCand> vg = v_grid();
@@ -1112,13 +1141,14 @@ void measure_f16(const char* title, const F16ProbeFn& probe) {
     std::printf("  V %ld/%ld  %s\n", total - vr.top[i].mismatches, total, describe(vg[vr.top[i].index]).c_str());
   const auto model = [](const Dot& t, const ECand& x) { return eval_e_model(t, x); };
   ECand pc;
-  pc.acc = h200_hmma_accumulator();
+  pc.acc = preset;
   const long preset_bad = count_all(dots, pc, model);
-  std::printf("\n=== RESULT %s (seed %llu): preset h200_hmma_accumulator() = %s matches %ld/%ld\n", title,
-              static_cast<unsigned long long>(seed), describe(pc).c_str(), total - preset_bad, total);
+  std::printf("\n=== RESULT %s (seed %llu): preset %s = %s factor_exponent_min=%d matches %ld/%ld\n", title,
+              static_cast<unsigned long long>(seed), preset_name, describe(pc).c_str(), preset.factor_exponent_min, total - preset_bad, total);
   if (preset_bad != 0) print_mismatches("the preset", dots, pc, model, 3);
-  // For the record: the same model with each factor's own exponent (subnormal factors below -14),
-  // which an earlier preset used; seed 17291838825563621729 has one wgmma dot it misses by 4 ulp.
+  // For the record: the same model with each factor's own exponent (subnormal factors below the
+  // smallest normal exponent), which an earlier fp16 preset used; for fp16, seed
+  // 17291838825563621729 has one wgmma dot it misses by 4 ulp.
   ECand own = pc;
   own.acc.factor_exponent_min = Accumulator::kTrueExponents;
   std::printf("  the preset with the factors' own exponents: matches %ld/%ld\n", total - count_all(dots, own, model), total);
@@ -1129,11 +1159,17 @@ void measure_f16(const char* title, const F16ProbeFn& probe) {
 }  // namespace
 
 TEST_CASE("fp16 mma.sync accumulator: random dots, model search", "[gpu][mma-accumulator]") {
-  measure_f16("fp16 mma.sync m16n8k16", gpu::mma_f16_probe);
+  measure_16bit("fp16 mma.sync m16n8k16", gpu::mma_f16_probe, kFp16, h200_hmma_accumulator(), "h200_hmma_accumulator()");
 }
 
 TEST_CASE("fp16 wgmma accumulator: random dots, model search", "[gpu][wgmma-accumulator]") {
-  measure_f16("fp16 wgmma m64n8k16", gpu::wgmma_f16_probe);
+  measure_16bit("fp16 wgmma m64n8k16", gpu::wgmma_f16_probe, kFp16, h200_hmma_accumulator(), "h200_hmma_accumulator()");
+}
+
+// The hypothesis h200_wgmma_bf16_accumulator() states (fp16's model, subnormal factors at -126):
+// this is the measurement that confirms or refutes it.
+TEST_CASE("bf16 wgmma accumulator: random dots, model search", "[gpu][wgmma-accumulator]") {
+  measure_16bit("bf16 wgmma m64n8k16", gpu::wgmma_bf16_probe, kBf16, h200_wgmma_bf16_accumulator(), "h200_wgmma_bf16_accumulator()");
 }
 
 // int8 operands, int32 accumulators: every dot exact, C included, and what happens past 2^31 (the

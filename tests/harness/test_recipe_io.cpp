@@ -64,6 +64,21 @@ TEST_CASE("recipe text: measured accumulator presets and the fused flag round-tr
   CHECK(has(parse_error("acc.pv=mma(chunk=16,fused=1,factor_emin=3)"), "expected -1022..0"));
 }
 
+TEST_CASE("recipe text: the bf16 wgmma presets are the HMMA model reading subnormal factors at -126", "[recipe]") {
+  const Recipe r = recipe_from_string("q=bf16 k=bf16 p=bf16 v=bf16 acc.qk=h200_wgmma_bf16 acc.pv=h200_wgmma_bf16_tile");
+  CHECK(r.qk_acc.fused);
+  CHECK(r.qk_acc.chunk == 16);
+  CHECK(r.qk_acc.align_bits == 26);
+  CHECK(r.qk_acc.chunk_mantissa_bits == 23);
+  CHECK(r.qk_acc.flush_every == 0);
+  CHECK(r.qk_acc.factor_exponent_min == -126);
+  CHECK(r.pv_acc.flush_every == 4);
+  CHECK(r.pv_acc.factor_exponent_min == -126);
+  const std::string text = to_string(r);
+  CHECK(text.find("factor_emin=-126") != std::string::npos);
+  CHECK(to_string(recipe_from_string(text)) == text);
+}
+
 TEST_CASE("defaults: unquantized fp32 operands, fp32 accumulators, 64x64 tiles", "[recipe]") {
   const Recipe r = recipe_from_string("");
   CHECK(r.q.unit_scale);
@@ -109,7 +124,7 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("q=int8/token q=int8/tensor"), "key 'q' given twice"));
   CHECK(has(parse_error("acc.pv=mma(chunk=32,bits=3)"), "unknown mma key 'bits'"));
   CHECK(has(parse_error("acc.pv=fp64"), "'fp64': expected exact, fp32, fp16, h200_hmma, h200_hmma_tile, h200_e4m3_mma, h200_e4m3_wgmma, "
-                                         "h200_e4m3_wgmma_tile, h200_wgmma_f16 or mma("));
+                                         "h200_e4m3_wgmma_tile, h200_wgmma_f16, h200_wgmma_bf16, h200_wgmma_bf16_tile or mma("));
   CHECK(has(parse_error("tiles=64"), "'64': expected BRxBC"));
   CHECK(has(parse_error("split=two"), "'two' is not a number"));
   CHECK(has(parse_error("ksmooth=always"), "unknown value 'always'; expected one of: none, global, block, block_corrected, running"));

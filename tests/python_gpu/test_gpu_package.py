@@ -22,6 +22,7 @@ RECIPES = [
     ("q=int8/token k=int8/token p=e4m3/static:448 v=e4m3/channel acc.qk=exact acc.pv=h200_e4m3_mma", "flash_mma", False),
     ("q=int8/token k=int8/token p=e4m3/static:448 v=e4m3/channel acc.qk=exact acc.pv=h200_e4m3_wgmma_tile", "flash_wgmma", False),
     ("q=fp16 k=fp16 p=fp16 v=fp16 acc.qk=h200_hmma acc.pv=h200_hmma_tile", "flash_wgmma", False),
+    ("q=bf16 k=bf16 p=bf16 v=bf16 acc.qk=h200_wgmma_bf16 acc.pv=h200_wgmma_bf16_tile", "flash_wgmma", False),
     ("q=int8/token k=int8/token ksmooth=global p=int8/static:127 v=int8/channel", "flash_dot4", True),
     ("preset=qflash-lab", "flash_integer", True),
     ("q=bf16 k=bf16 p=bf16 v=bf16 acc.pv=fp32", "flash_dot4/float", True),
