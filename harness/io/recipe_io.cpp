@@ -119,7 +119,7 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
   if (s == "h200_hmma_tile") return h200_hmma_tile_accumulator();
   if (s == "h200_e4m3_wgmma") return h200_e4m3_wgmma_accumulator();
   if (s == "h200_e4m3_wgmma_tile") return h200_e4m3_wgmma_tile_accumulator();
-  if (s == "h200_wgmma_bf16") return h200_wgmma_bf16_accumulator();  // unmeasured hypotheses (accumulator.hpp)
+  if (s == "h200_wgmma_bf16") return h200_wgmma_bf16_accumulator();
   if (s == "h200_wgmma_bf16_tile") return h200_wgmma_bf16_tile_accumulator();
   if (s == "exact") a.kind = Accumulator::Kind::exact;
   else if (s == "fp32") a.kind = Accumulator::Kind::fp32;

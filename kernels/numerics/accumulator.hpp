@@ -260,20 +260,20 @@ QATTN_HD inline Accumulator h200_hmma_tile_accumulator() {
   return a;
 }
 
-// bf16 operands on the H200's wgmma (m64n8k16.f32.bf16.bf16, and the flash family's m64nNk16):
-// a HYPOTHESIS, not yet measured. It is the fp16 instruction's model above (fused, chunk 16, 26
-// aligned bits truncated, the sum cut to 23 bits toward zero) with a subnormal bf16 factor's
-// exponent read from its exponent field as fp16's is: -126, bf16's smallest normal exponent. The
-// "[wgmma-accumulator]" bf16 test (tests/gpu/test_mma_accumulator.cpp) measures it on the GPU and
-// fails if any random dot differs from it. Straight into C (O, or a Q K^T tile from zero).
+// bf16 operands on the H200's wgmma (m64n8k16.f32.bf16.bf16, and the flash family's m64nNk16): the
+// fp16 instruction's model above (fused, chunk 16, 26 aligned bits truncated, the sum cut to 23
+// bits toward zero) with a subnormal bf16 factor's exponent read from its exponent field as fp16's
+// is: -126, bf16's smallest normal exponent. Measured by the "[wgmma-accumulator]" bf16 test
+// (tests/gpu/test_mma_accumulator.cpp): every one of 262,144 random dots on two seeds, 770 and
+// 794 of them aligned by a subnormal factor (the factors' own exponents missed 30 and 28).
+// Straight into C (O, or a Q K^T tile from zero).
 QATTN_HD inline Accumulator h200_wgmma_bf16_accumulator() {
   Accumulator a = h200_hmma_accumulator();
   a.factor_exponent_min = -126;
   return a;
 }
 
-// bf16 P V per 64-key tile (four k16 instructions from zero), added into an fp32 O: the same
-// hypothesis as h200_wgmma_bf16_accumulator, unmeasured.
+// bf16 P V per 64-key tile (four k16 instructions from zero), added into an fp32 O.
 QATTN_HD inline Accumulator h200_wgmma_bf16_tile_accumulator() {
   Accumulator a = h200_wgmma_bf16_accumulator();
   a.flush_every = 4;

@@ -616,7 +616,7 @@ TEST_CASE("fused accumulators read a subnormal factor's exponent as the format's
   CHECK(AccumulatorModel(hmma).add(0.0f, terms, field) == 0x1p-20f);
 }
 
-TEST_CASE("the bf16 wgmma presets (a hypothesis) are the HMMA model reading subnormal bf16 factors at -126",
+TEST_CASE("the bf16 wgmma presets are the HMMA model reading subnormal bf16 factors at -126",
           "[emulate][accumulator]") {
   const Accumulator bf16 = h200_wgmma_bf16_accumulator();
   Accumulator as_hmma = bf16;

@@ -22,8 +22,8 @@ using namespace qattn;
 
 namespace {
 
-// The wgmma presets: per tile (one fp32 add per 64 keys) or chained into O. e4m3 and fp16 are
-// measured; bf16 is the hypothesis "[wgmma-accumulator]" measures (h200_wgmma_bf16_accumulator).
+// The measured wgmma presets ("[wgmma-accumulator]"): per tile (one fp32 add per 64 keys) or
+// chained into O.
 Recipe wgmma_recipe(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc) {
   const bool tile = acc == gpu::WgmmaPvAcc::per_tile;
   const Accumulator pv_acc = pv == gpu::PvType::e4m3   ? (tile ? h200_e4m3_wgmma_tile_accumulator() : h200_e4m3_wgmma_accumulator())
@@ -108,7 +108,7 @@ TEST_CASE("wgmma kernel vs emulator: bf16 pairs, both accumulations, head dims, 
 
 // bf16 P keeps 2^(s - m) below fp32's normals (down to 2^-133, as bf16 subnormals) where e4m3 and
 // fp16 P round it to zero, so the kernel must not flush it (Pv<bf16>::kSubnormalP in flash_wgmma.cu),
-// and the bf16 wgmma must multiply subnormal factors (the hypothesis the accumulator test measures).
+// and the bf16 wgmma must multiply subnormal factors (as the accumulator test measured it does).
 // Constructed so that only such P reach the output: every query is ones; key 0 is 11.125 in every
 // channel (score 712 / 8 = 89, 128.4 in log2 units) with V = 0; the other 63 keys are zero (score 0,
 // so P = 2^-128.4, a bf16 subnormal) with V = 2^100. The output, 63 P 2^100 / l, about 2^-22.4, is

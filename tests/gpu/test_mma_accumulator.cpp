@@ -1126,7 +1126,7 @@ void measure_16bit(const char* title, const F16ProbeFn& probe, const Bits16& f, 
               n_cases, dots.size(), non_finite, inexact, subnormal_top);
   REQUIRE(inexact_product == 0);  // the windows' promise: every product held exactly (and within int8 exponents)
   REQUIRE(non_finite == 0);
-  if (bf16) REQUIRE(subnormal_top > 0);  // style 0 must reach what the hypothesis is about
+  if (bf16) REQUIRE(subnormal_top > 0);  // style 0 must reach the subnormal-factor rule the preset states
   const std::vector<std::size_t> shuffled = search_order(dots, gen);
   const std::vector<ECand> eg = e_grid();
   const std::vector<VCand> vg = v_grid();
@@ -1166,8 +1166,7 @@ TEST_CASE("fp16 wgmma accumulator: random dots, model search", "[gpu][wgmma-accu
   measure_16bit("fp16 wgmma m64n8k16", gpu::wgmma_f16_probe, kFp16, h200_hmma_accumulator(), "h200_hmma_accumulator()");
 }
 
-// The hypothesis h200_wgmma_bf16_accumulator() states (fp16's model, subnormal factors at -126):
-// this is the measurement that confirms or refutes it.
+// h200_wgmma_bf16_accumulator() (fp16's model, subnormal factors at -126) must reproduce every dot.
 TEST_CASE("bf16 wgmma accumulator: random dots, model search", "[gpu][wgmma-accumulator]") {
   measure_16bit("bf16 wgmma m64n8k16", gpu::wgmma_bf16_probe, kBf16, h200_wgmma_bf16_accumulator(), "h200_wgmma_bf16_accumulator()");
 }
