@@ -43,6 +43,21 @@ void check(const Problem& p, gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc
   test::check_against_emulator(p, r, gpu::flash_wgmma(gpu::make_mma_inputs(p, r), acc), (name(qk, pv, acc) + " " + what).c_str());
 }
 
+// Head dims 64/128/256, 4 query heads on 2 KV heads, N = 1000 (not a multiple of the tiles),
+// causal, then a 200-key window on 300 sampled rows.
+void check_shapes(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc, std::uint64_t seed) {
+  for (int d : {64, 128, 256}) {
+    Problem p = test::random_problem(4, 2, 1000, d, seed + d);
+    for (float& x : p.q.data) x *= 2.0f;
+    p.causal = true;
+    check(p, qk, pv, acc, "d=" + std::to_string(d) + " causal");
+    p.causal = false;
+    p.window = 200;
+    p.rows = RowSelection::sample_of(300, seed);
+    check(p, qk, pv, acc, "d=" + std::to_string(d) + " window 200");
+  }
+}
+
 }  // namespace
 
 TEST_CASE("wgmma kernel: int8 logits equal the emulator's bit for bit, keys in order", "[gpu][wgmma]") {
@@ -72,17 +87,7 @@ TEST_CASE("wgmma kernel vs emulator: every QK/PV pair, both accumulations, head 
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   for (gpu::QkType qk : {gpu::QkType::int8, gpu::QkType::fp16})
     for (gpu::PvType pv : {gpu::PvType::e4m3, gpu::PvType::fp16})
-      for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
-        for (int d : {64, 128, 256}) {
-          Problem p = test::random_problem(4, 2, 1000, d, seed + d);  // 1000: not a multiple of the tiles
-          for (float& x : p.q.data) x *= 2.0f;
-          p.causal = true;
-          check(p, qk, pv, acc, "d=" + std::to_string(d) + " causal");
-          p.causal = false;
-          p.window = 200;
-          p.rows = RowSelection::sample_of(300, seed);
-          check(p, qk, pv, acc, "d=" + std::to_string(d) + " window 200");
-        }
+      for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o}) check_shapes(qk, pv, acc, seed);
 }
 
 // bf16 with bf16, and bf16 beside int8 QK^T or e4m3 PV: the pairs the family instantiates.
@@ -93,17 +98,7 @@ TEST_CASE("wgmma kernel vs emulator: bf16 pairs, both accumulations, head dims, 
   const std::pair<gpu::QkType, gpu::PvType> pairs[] = {
       {gpu::QkType::bf16, gpu::PvType::bf16}, {gpu::QkType::int8, gpu::PvType::bf16}, {gpu::QkType::bf16, gpu::PvType::e4m3}};
   for (const auto& [qk, pv] : pairs)
-    for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
-      for (int d : {64, 128, 256}) {
-        Problem p = test::random_problem(4, 2, 1000, d, seed + d);  // 4 query heads on 2 KV heads; 1000: not a multiple of the tiles
-        for (float& x : p.q.data) x *= 2.0f;
-        p.causal = true;
-        check(p, qk, pv, acc, "d=" + std::to_string(d) + " causal");
-        p.causal = false;
-        p.window = 200;
-        p.rows = RowSelection::sample_of(300, seed);
-        check(p, qk, pv, acc, "d=" + std::to_string(d) + " window 200");
-      }
+    for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o}) check_shapes(qk, pv, acc, seed);
 }
 
 // bf16 P keeps 2^(s - m) below fp32's normals (down to 2^-133, as bf16 subnormals) where e4m3 and
