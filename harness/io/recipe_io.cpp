@@ -138,13 +138,18 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
       else if (k == "add_round") a.add_rounding = parse_enum(v, w, kRounding);
       else if (k == "flush") a.flush_every = parse_int(v, w);
       else if (k == "fused") a.fused = parse_enum(v, w, kBool);
-      else if (k == "factor_emin") a.factor_exponent_min = parse_int(v, w);
+      else if (k == "factor_emin") {
+        a.factor_exponent_min = parse_int(v, w);
+        // A format's smallest normal exponent (fp16 -14, bf16 -126); the "own exponents" default is not spelled.
+        if (a.factor_exponent_min < -1022 || a.factor_exponent_min > 0) bad(w, "expected -1022..0, got " + v);
+      }
       else bad(what, "unknown mma key '" + k + "'; expected chunk, align, chunk_bits, chunk_round, acc_bits, add_round, flush, fused, factor_emin");
     }
   } else {
     bad(what, "'" + s + "': expected exact, fp32, fp16, h200_hmma, h200_hmma_tile, h200_e4m3_mma, h200_e4m3_wgmma, "
               "h200_e4m3_wgmma_tile, h200_wgmma_f16, h200_wgmma_bf16, h200_wgmma_bf16_tile or "
-              "mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..,fused=0|1)");
+              "mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..,fused=0|1,"
+              "factor_emin=..)");
   }
   return a;
 }

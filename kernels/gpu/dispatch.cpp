@@ -207,7 +207,9 @@ const MatrixFamily kMmaFamily{
     [](const Accumulator& a) { return same_accumulator(a, h200_hmma_accumulator()); }, nullptr,
     "PV in e4m3 accumulates as the H200's mma.sync does: pv_acc must be h200_e4m3_mma",
     "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma",
-    "the mma kernel takes no bf16 operands (q, k, p, v = bf16 run in the wgmma kernel)", true};
+    "the mma kernel takes no bf16 operands (the wgmma kernel pairs bf16 QK^T with bf16 or e4m3 PV, and bf16 PV with int8 or "
+    "bf16 QK^T)",
+    true};
 
 const MatrixFamily kWgmmaFamily{
     "the wgmma kernel",
@@ -220,9 +222,24 @@ const MatrixFamily kWgmmaFamily{
     },
     "PV in e4m3 accumulates as the H200's wgmma does: pv_acc must be h200_e4m3_wgmma (into O) or h200_e4m3_wgmma_tile (per 64-key tile)",
     "PV in fp16 per 64-key tile: pv_acc must be h200_hmma_tile (h200_hmma, straight into O, runs in flash_mma)",
-    "PV in bf16 accumulates as the H200's bf16 wgmma is modelled: pv_acc must be h200_wgmma_bf16 (into O) or h200_wgmma_bf16_tile "
+    "PV in bf16 accumulates as the H200's bf16 wgmma does: pv_acc must be h200_wgmma_bf16 (into O) or h200_wgmma_bf16_tile "
     "(per 64-key tile)",
     false};
+
+// An mma(...) written out like a measured preset but for factor_emin (as recipe text written before
+// that key existed would be): say so, since the rest of the message reads as if it matched.
+std::string factor_emin_hint(const Accumulator& a) {
+  for (const Accumulator& preset : {h200_hmma_accumulator(), h200_hmma_tile_accumulator(), h200_wgmma_bf16_accumulator(),
+                                    h200_wgmma_bf16_tile_accumulator()}) {
+    Accumulator same = a;
+    same.factor_exponent_min = preset.factor_exponent_min;
+    if (same_accumulator(same, preset) && !same_accumulator(a, preset)) {
+      return " (yours differs from it only in factor_emin: the hardware reads a subnormal factor at exponent " +
+             std::to_string(preset.factor_exponent_min) + ", mma(...,factor_emin=" + std::to_string(preset.factor_exponent_min) + "))";
+    }
+  }
+  return "";
+}
 
 std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFamily& f) {
   const std::string k = f.kernel;
@@ -237,7 +254,7 @@ std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFa
   }
   if (qk_int8 && r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T in int8 accumulates exactly (int32)";
   if (qk_fp16 && !same_accumulator(r.qk_acc, h200_hmma_accumulator())) {
-    return "QK^T in fp16 accumulates as the H200's HMMA does: qk_acc must be h200_hmma";
+    return "QK^T in fp16 accumulates as the H200's HMMA does: qk_acc must be h200_hmma" + factor_emin_hint(r.qk_acc);
   }
   if (qk_bf16 && !same_accumulator(r.qk_acc, h200_wgmma_bf16_accumulator())) {
     return "QK^T in bf16 accumulates as the H200's bf16 wgmma is modelled: qk_acc must be h200_wgmma_bf16";
@@ -266,13 +283,13 @@ std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFa
   }
   if (prepared) return "with rotation or K smoothing " + k + " takes int8 Q/K with e4m3 P and V only";
   if (rounded_to(r.p, FormatId::fp16) && rounded_to(r.v, FormatId::fp16)) {
-    if (!f.fp16_pv(r.pv_acc)) return f.fp16_need;
     if (qk_bf16) return "PV in fp16 after bf16 QK^T: " + k + " pairs bf16 QK^T with bf16 or e4m3 PV";
+    if (!f.fp16_pv(r.pv_acc)) return f.fp16_need + factor_emin_hint(r.pv_acc);
     return "";
   }
   if (f.bf16_pv && rounded_to(r.p, FormatId::bf16) && rounded_to(r.v, FormatId::bf16)) {
-    if (!f.bf16_pv(r.pv_acc)) return f.bf16_need;
     if (qk_fp16) return "PV in bf16 after fp16 QK^T: " + k + " pairs bf16 PV with int8 or bf16 QK^T";
+    if (!f.bf16_pv(r.pv_acc)) return f.bf16_need + factor_emin_hint(r.pv_acc);
     return "";
   }
   return "PV: " + k + " takes e4m3 P (static multiplier) with e4m3 V (rounded, or tensor/head/channel fp32 scales), or fp16 P and V" +

@@ -87,23 +87,44 @@ QATTN_HD inline float pick(const float (&a)[N], int i) {  // a[i] without a dyna
 }
 
 // ---- dense tile rows, 16-byte chunks swizzled ----
-// Chunk c of row r sits at chunk c ^ swizzle(r): the rows that share a 128-byte bank line (or, for
-// rows of 128 bytes and more, consecutive rows) put a given chunk on distinct banks, so the lanes'
-// reads (one chunk of consecutive keys in the scores; 4 bytes of keys 2t + {0, 1, 8, 9} in P V)
-// are conflict-free without padding.
+// Key r of a tile sits in row row_of(r) (rows permuted within groups of 8), and its chunk c at
+// chunk c ^ swizzle(row): the rows that share a 128-byte bank line (or, for rows of 128 bytes and
+// more, consecutive rows) put a given chunk on distinct banks, so the lanes' reads (one chunk of 8
+// consecutive keys a quarter-warp in the scores; 4 bytes of keys 2t + {0, 1, 8, 9} in P V, 2 bytes
+// for q4_0) are conflict-free without padding (a bank model of both patterns, d 32-256, e4m3 / q8_0
+// / q4_0). The row permutation is for rows of 64 and 32 bytes: there keys 2t (t = 0..3) would all
+// sit in one half (64) or one quarter pair (32) of their bank lines, 2-way conflicts in P V.
+constexpr int kSwizzleRows = 8;  // row_of and swizzle repeat every 8 rows (warp_copy_rows steps by it)
 template <int RowBytes>
-QATTN_HD constexpr int swizzle(int r) {
+QATTN_HD constexpr int swizzle(int row) {
   constexpr int kChunks = RowBytes / 16;
   if constexpr (kChunks >= 8) {
-    return r & 7;
+    return row & 7;
   } else {
-    return (r / (8 / kChunks)) & (kChunks - 1);
+    return (row / (8 / kChunks)) & (kChunks - 1);
   }
 }
 template <int RowBytes>
-QATTN_HD constexpr int chunk_offset(int r, int c) {  // byte offset of chunk c of row r
-  return r * RowBytes + 16 * (c ^ swizzle<RowBytes>(r));
+QATTN_HD constexpr int row_of(int key) {
+  if constexpr (RowBytes == 64) return key ^ ((key >> 1) & 1);
+  if constexpr (RowBytes == 32) return key ^ ((key >> 2) & 1);
+  return key;
 }
+template <int RowBytes>
+QATTN_HD constexpr int chunk_offset(int key, int c) {  // byte offset of chunk c of a tile's key
+  const int row = row_of<RowBytes>(key);
+  return row * RowBytes + 16 * (c ^ swizzle<RowBytes>(row));
+}
+template <int RowBytes>
+constexpr bool repeats_every_swizzle_rows() {
+  for (int r = 0; r < 4 * kSwizzleRows; ++r)
+    for (int c = 0; c < RowBytes / 16; ++c)
+      if (chunk_offset<RowBytes>(r + kSwizzleRows, c) != chunk_offset<RowBytes>(r, c) + kSwizzleRows * RowBytes) return false;
+  return true;
+}
+static_assert(repeats_every_swizzle_rows<16>() && repeats_every_swizzle_rows<32>() && repeats_every_swizzle_rows<64>() &&
+                  repeats_every_swizzle_rows<128>() && repeats_every_swizzle_rows<256>(),
+              "the tile layout repeats every kSwizzleRows rows");
 
 // ---- copies: one warp's tile, K (with its scales) and V (with its scales) as separate groups ----
 
@@ -111,17 +132,18 @@ __device__ inline void warp_copy_run(unsigned char* dst, const std::uint8_t* src
   for (int c = lane; 16 * c < bytes; c += kWaveSize) async_copy_16(dst + 16 * c, src + 16L * c, true);
 }
 
-// `rows` keys of RowBytes into swizzled rows; rows [rows, rows_padded) zero-filled. Lane L copies
-// chunk e = L % kParts of rows r0 + kS i (r0 = L / kParts): its sources are contiguous (16 L plus a
-// wave's 16 bytes a lane per step) and its destinations' swizzle repeats every kPeriod steps (the
-// swizzle repeats every 8 rows), so a copy costs a few adds rather than the row's and chunk's
+// `rows` keys of RowBytes into the tile layout; keys [rows, rows_padded) zero-filled. Lane L copies
+// chunk e = L % kParts of keys r0 + kS i (r0 = L / kParts): its sources are contiguous (16 L plus a
+// wave's 16 bytes a lane per step) and its destinations repeat every kPeriod steps (the layout
+// repeats every kSwizzleRows rows), so a copy costs a few adds rather than the row's and chunk's
 // division and swizzle each time (about 15 instructions a 16-byte copy before).
 template <int RowBytes>
 __device__ inline void warp_copy_rows(unsigned char* dst, const std::uint8_t* src, int rows, int rows_padded, int lane) {
   constexpr int kParts = RowBytes / 16;
   static_assert(kWaveSize % kParts == 0, "a wave covers whole rows");
   constexpr int kS = kWaveSize / kParts;
-  constexpr int kPeriod = kS % 8 == 0 ? 1 : (kS % 4 == 0 ? 2 : (kS % 2 == 0 ? 4 : 8));  // 8 / gcd(kS, 8)
+  static_assert(kSwizzleRows == 8, "kPeriod below is kSwizzleRows / gcd(kS, kSwizzleRows)");
+  constexpr int kPeriod = kS % 8 == 0 ? 1 : (kS % 4 == 0 ? 2 : (kS % 2 == 0 ? 4 : 8));
   constexpr int kStepBytes = kS * RowBytes;  // = 16 kWaveSize
   const int e = lane % kParts, r0 = lane / kParts;
   int at[kPeriod];  // destination of step q, less q kStepBytes
@@ -686,7 +708,8 @@ FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim
   require(std::ilogb(p_multiplier) >= -100 && std::ilogb(p_multiplier) <= 100,
           "the P multiplier " + std::to_string(p_multiplier) + " must lie in [2^-100, 2^101)", kWho);
   p.p_exp = std::ilogb(p_multiplier) + 2;  // P <= round(multiplier) < 2 * multiplier
-  // The warp count is numerics (each warp sums its own tiles): a function of the shape only.
+  // The warp count is numerics (each warp sums its own tiles): a function of the recipe and the shape
+  // (V format, head dim, tile, whether row sums are exact), never of tuning.
   const int one = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, !p.row_sum_exact, 1, 1).warp_bytes;
   const int warps = std::clamp(warp_budget(vf) / one, 1, kMaxWarps);
   const int limit = max_shared_bytes_per_block();

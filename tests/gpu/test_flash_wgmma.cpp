@@ -192,7 +192,7 @@ TEST_CASE("bf16 recipes: the matrix families' refusals name the preset to use", 
   CHECK(wgmma("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16").empty());
   CHECK(wgmma("q=int8/token k=int8/token acc.qk=exact p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile").empty());
   CHECK(wgmma("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile").empty());
-  CHECK(has(mma(good), "the mma kernel takes no bf16 operands (q, k, p, v = bf16 run in the wgmma kernel)"));
+  CHECK(has(mma(good), "the mma kernel takes no bf16 operands (the wgmma kernel pairs bf16 QK^T with bf16 or e4m3 PV"));
   CHECK(has(mma("q=int8/token k=int8/token acc.qk=exact p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "takes no bf16 operands"));
   // The fp16 HMMA preset on bf16 Q K^T, and fp16 P V presets on bf16 P V: the bf16 ones are named.
   CHECK(has(wgmma("q=bf16 k=bf16 acc.qk=h200_hmma p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "qk_acc must be h200_wgmma_bf16"));
@@ -202,4 +202,9 @@ TEST_CASE("bf16 recipes: the matrix families' refusals name the preset to use", 
   CHECK(has(wgmma("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=fp16 v=fp16 acc.pv=h200_hmma_tile"), "pairs bf16 QK^T with bf16 or e4m3 PV"));
   CHECK(has(wgmma("q=fp16 k=fp16 acc.qk=h200_hmma p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "pairs bf16 PV with int8 or bf16 QK^T"));
   CHECK(has(wgmma("q=bf16 k=fp16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile"), "or both to bf16"));
+  // One error for a recipe with two faults: the pairing first (not the fp16 preset, then the pairing).
+  CHECK(has(wgmma("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=fp16 v=fp16 acc.pv=h200_wgmma_bf16_tile"), "pairs bf16 QK^T with bf16 or e4m3 PV"));
+  // The HMMA model spelled out without factor_emin (recipe text from before the key): the message says what differs.
+  CHECK(has(mma("q=fp16 k=fp16 acc.qk=mma(chunk=16,align=26,chunk_bits=23,chunk_round=zero,fused=1) p=fp16 v=fp16 acc.pv=h200_hmma"),
+            "differs from it only in factor_emin: the hardware reads a subnormal factor at exponent -14"));
 }

@@ -62,6 +62,7 @@ TEST_CASE("recipe text: measured accumulator presets and the fused flag round-tr
   CHECK(back.qk_acc.factor_exponent_min == -14);
   CHECK(has(parse_error("acc.pv=mma(chunk=16,factor_emin=-14)"), "acc.pv.factor_exponent_min"));
   CHECK(has(parse_error("acc.pv=mma(chunk=16,fused=1,factor_emin=3)"), "expected -1022..0"));
+  CHECK(has(parse_error("acc.pv=mma(chunk=16,fused=1,factor_emin=-2000)"), "expected -1022..0, got -2000"));  // the default is not spelled
 }
 
 TEST_CASE("recipe text: the bf16 wgmma presets are the HMMA model reading subnormal factors at -126", "[recipe]") {
