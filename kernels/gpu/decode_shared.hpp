@@ -33,22 +33,46 @@ struct PRound {
   bool integer = false;
   int shift = 0;  // 23 - explicit mantissa bits (float formats); 0 for fp32 itself
   float max = 0, min_normal = 0, quantum = 0;
+  // Float formats: the round-half-to-even bias less the tie bit, the kept bits, and 1 / quantum as two
+  // powers of two (1 / quantum alone overflows for bf16's 2^-133).
+  std::uint32_t half_less_one = 0, keep = 0;
+  float inv_quantum_a = 1, inv_quantum_b = 1;
 };
 
 PRound p_round_of(FormatId id);
 
-// y >= 0 rounded to the format, saturating: equal to decode(encode(f, y)) (a test checks every
-// midpoint on the device).
+// Which of round_p's three forms a format takes (a kernel picks it once, outside its loops).
+enum class PRoundKind { integer, fp32, floating };
+inline PRoundKind p_round_kind(const PRound& r) {
+  return r.integer ? PRoundKind::integer : r.shift == 0 ? PRoundKind::fp32 : PRoundKind::floating;
+}
+__device__ inline PRoundKind p_round_kind_device(const PRound& r) {
+  return r.integer ? PRoundKind::integer : r.shift == 0 ? PRoundKind::fp32 : PRoundKind::floating;
+}
+
+// y >= 0 rounded to the format, saturating (NaN and y >= max give max): equal to decode(encode(f, y))
+// (a test checks every midpoint on the device). Branch-free within a kind: below min_normal, y /
+// quantum (an exact scaling, as two multiplications) rounded to an integer; above, fp32's bits
+// rounded half to even at the format's last mantissa bit.
+template <PRoundKind K>
+__device__ inline float round_p_as(const PRound& r, float y) {
+  if constexpr (K == PRoundKind::integer) {
+    return y < r.max ? fminf(rintf(y), r.max) : r.max;  // ties to even
+  } else if constexpr (K == PRoundKind::fp32) {
+    return y < r.max ? y : r.max;
+  } else {
+    const std::uint32_t u = __float_as_uint(y);
+    const float normal = __uint_as_float((u + r.half_less_one + ((u >> r.shift) & 1u)) & r.keep);
+    const float subnormal = rintf(y * r.inv_quantum_a * r.inv_quantum_b) * r.quantum;
+    return y < r.max ? fminf(y < r.min_normal ? subnormal : normal, r.max) : r.max;
+  }
+}
 __device__ inline float round_p(const PRound& r, float y) {
-  if (!(y < r.max)) return r.max;
-  if (r.integer) return rintf(y);  // ties to even
-  if (r.shift == 0) return y;
-  if (y < r.min_normal) return rintf(y / r.quantum) * r.quantum;  // exact scalings by powers of two
-  std::uint32_t u = __builtin_bit_cast(std::uint32_t, y);
-  u += ((1u << (r.shift - 1)) - 1u) + ((u >> r.shift) & 1u);
-  u &= ~((1u << r.shift) - 1u);
-  const float v = __builtin_bit_cast(float, u);
-  return v > r.max ? r.max : v;
+  switch (p_round_kind_device(r)) {
+    case PRoundKind::integer: return round_p_as<PRoundKind::integer>(r, y);
+    case PRoundKind::fp32: return round_p_as<PRoundKind::fp32>(r, y);
+    default: return round_p_as<PRoundKind::floating>(r, y);
+  }
 }
 
 __device__ inline float decode_int8_bits(std::uint32_t b) { return static_cast<float>(static_cast<std::int8_t>(b & 0xFFu)); }

@@ -301,6 +301,14 @@ PRound p_round_of(FormatId id) {
   r.max = static_cast<float>(max_finite(f));
   r.min_normal = static_cast<float>(min_normal(f));
   r.quantum = static_cast<float>(min_subnormal(f));
+  if (!r.integer && r.shift > 0) {
+    r.half_less_one = (1u << (r.shift - 1)) - 1u;
+    r.keep = ~((1u << r.shift) - 1u);
+    const int q = std::ilogb(r.quantum);  // a power of two
+    r.inv_quantum_a = std::ldexp(1.0f, -q / 2);
+    r.inv_quantum_b = std::ldexp(1.0f, -q - (-q / 2));
+    require(std::ldexp(1.0f, q) == r.quantum && q >= -252, "P format's smallest subnormal must be a power of two >= 2^-252", "flash_decode");
+  }
   return r;
 }
 

@@ -30,6 +30,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/gpu/decode_shared.hpp"
@@ -86,6 +87,21 @@ QATTN_HD inline float pick(const float (&a)[N], int i) {  // a[i] without a dyna
   return r;
 }
 
+// ilogb of a normal float, from its exponent field.
+__device__ inline int exponent_of_normal(float x) { return static_cast<int>((__float_as_uint(x) >> 23) & 0xFFu) - 127; }
+
+// x 2^e as two multiplications by 2^(e/2) and the rest (each a normal float for |e| <= 252). Where
+// x 2^(e/2) is normal (here: x an fp16 value, |e| <= 136 from the bounds on p_exp and the scales),
+// the first is exact and the second rounds once: ldexpf(x, e) (a library call) to the bit.
+struct Pow2 {
+  float a, b;
+  __device__ float scale(float x) const { return x * a * b; }
+};
+__device__ inline Pow2 pow2_factors(int e) {
+  const int ea = e / 2, eb = e - ea;
+  return {__uint_as_float(static_cast<unsigned>(ea + 127) << 23), __uint_as_float(static_cast<unsigned>(eb + 127) << 23)};
+}
+
 // ---- dense tile rows, 16-byte chunks swizzled ----
 // Key r of a tile sits in row row_of(r) (rows permuted within groups of 8), and its chunk c at
 // chunk c ^ swizzle(row): the rows that share a 128-byte bank line (or, for rows of 128 bytes and
@@ -122,6 +138,15 @@ constexpr bool repeats_every_swizzle_rows() {
       if (chunk_offset<RowBytes>(r + kSwizzleRows, c) != chunk_offset<RowBytes>(r, c) + kSwizzleRows * RowBytes) return false;
   return true;
 }
+template <int RowBytes>
+constexpr bool xor_chunks_from_first() {  // chunk_offset(r, c) = chunk_offset(r, 0) ^ 16 c
+  for (int r = 0; r < 4 * kSwizzleRows; ++r)
+    for (int c = 0; c < RowBytes / 16; ++c)
+      if (chunk_offset<RowBytes>(r, c) != (chunk_offset<RowBytes>(r, 0) ^ (16 * c))) return false;
+  return true;
+}
+static_assert(xor_chunks_from_first<32>() && xor_chunks_from_first<64>() && xor_chunks_from_first<128>() && xor_chunks_from_first<256>(),
+              "a K row's chunk c is one XOR from its first (scores)");
 static_assert(repeats_every_swizzle_rows<16>() && repeats_every_swizzle_rows<32>() && repeats_every_swizzle_rows<64>() &&
                   repeats_every_swizzle_rows<128>() && repeats_every_swizzle_rows<256>(),
               "the tile layout repeats every kSwizzleRows rows");
@@ -136,7 +161,10 @@ __device__ inline void warp_copy_run(unsigned char* dst, const std::uint8_t* src
 // chunk e = L % kParts of keys r0 + kS i (r0 = L / kParts): its sources are contiguous (16 L plus a
 // wave's 16 bytes a lane per step) and its destinations repeat every kPeriod steps (the layout
 // repeats every kSwizzleRows rows), so a copy costs a few adds rather than the row's and chunk's
-// division and swizzle each time (about 15 instructions a 16-byte copy before).
+// division and swizzle each time (about 15 instructions a 16-byte copy before). Runs of kUnroll
+// steps that are all valid (every step of a full tile) go unguarded, each copy one instruction
+// with constant offsets from kPeriod running destinations and one running source (the guarded
+// loop took about 13 instructions a copy: a sixth of the kernel's instructions, ncu on the H200).
 template <int RowBytes>
 __device__ inline void warp_copy_rows(unsigned char* dst, const std::uint8_t* src, int rows, int rows_padded, int lane) {
   constexpr int kParts = RowBytes / 16;
@@ -145,6 +173,7 @@ __device__ inline void warp_copy_rows(unsigned char* dst, const std::uint8_t* sr
   static_assert(kSwizzleRows == 8, "kPeriod below is kSwizzleRows / gcd(kS, kSwizzleRows)");
   constexpr int kPeriod = kS % 8 == 0 ? 1 : (kS % 4 == 0 ? 2 : (kS % 2 == 0 ? 4 : 8));
   constexpr int kStepBytes = kS * RowBytes;  // = 16 kWaveSize
+  constexpr int kUnroll = kPeriod > 8 ? kPeriod : 8;  // a multiple of kPeriod
   const int e = lane % kParts, r0 = lane / kParts;
   int at[kPeriod];  // destination of step q, less q kStepBytes
 #pragma unroll
@@ -152,7 +181,21 @@ __device__ inline void warp_copy_rows(unsigned char* dst, const std::uint8_t* sr
   const int steps = rows_padded > r0 ? (rows_padded - r0 + kS - 1) / kS : 0;
   const int valid = rows > r0 ? (rows - r0 + kS - 1) / kS : 0;
   const std::uint8_t* from = src + 16 * lane;
-  for (int i0 = 0; i0 < steps; i0 += kPeriod) {
+  int i0 = 0;
+  {
+    unsigned char* d[kPeriod];  // step i0 + q's destination, less q kStepBytes
+#pragma unroll
+    for (int q = 0; q < kPeriod; ++q) d[q] = dst + at[q];
+    const std::uint8_t* s = from;
+    for (; i0 + kUnroll <= valid; i0 += kUnroll) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) async_copy_16(d[u % kPeriod] + u * kStepBytes, s + u * kStepBytes);
+#pragma unroll
+      for (int q = 0; q < kPeriod; ++q) d[q] += kUnroll * kStepBytes;
+      s += kUnroll * kStepBytes;
+    }
+  }
+  for (; i0 < steps; i0 += kPeriod) {
 #pragma unroll
     for (int q = 0; q < kPeriod; ++q) {
       const int i = i0 + q;
@@ -182,47 +225,61 @@ __device__ inline void copy_v(const P& p, unsigned char* buf, long key0, int row
 // ---- scores: one lane per key, all H heads at once ----
 
 // S for keys ja and jb of the tile (each -inf unless visible): the reference's raw_score per
-// (head, key) times c, with Q's 16-byte pieces loaded once for both keys.
+// (head, key) times c, with Q's 16-byte pieces loaded once for both keys. The pieces are unrolled
+// (D / 16 of them) and a K scale group's integer dots are turned into its float terms once the
+// group's last piece is in, groups in order as the reference adds them: every Q read is a constant
+// offset, and a K read one XOR from the row's first chunk.
 template <int D, int H>
 __device__ inline void score_two_keys(const SplitParams& p, const FastLayout& lay, const std::int8_t* qs, const float* qsc, const unsigned char* buf,
                                       int ja, int jb, bool va, bool vb, float (&sa)[H], float (&sb)[H]) {
+  constexpr int kPieces = D / 16;
+  static_assert(kWaveSize % kSwizzleRows == 0, "keys ja and jb = ja + kWaveSize share their chunk order");
   const unsigned char* kbase = buf + lay.k;
-  const int ra = va ? ja : 0, rb = vb ? jb : 0;
   const unsigned char* ks = buf + lay.k_scales;
   const uint4* qv = reinterpret_cast<const uint4*>(qs);
-  const int per_group = p.group / 16, pieces = D / 16;
+  // ja < bc always; an invalid jb reads ja's row (its score is discarded), so no read leaves the tile.
+  const int kb = vb ? jb : ja;
+  const int at_a = chunk_offset<D>(ja, 0), to_b = chunk_offset<D>(kb, 0) - at_a;  // to_b: 0 or kWaveSize rows
+  const int per_group = p.group / 16;
+  int da[H], db[H];
 #pragma unroll
-  for (int h = 0; h < H; ++h) sa[h] = sb[h] = 0.0f;
-  for (int gi = 0, v = 0; gi < p.groups; ++gi) {
-    int da[H], db[H];
+  for (int h = 0; h < H; ++h) {
+    sa[h] = sb[h] = 0.0f;
+    da[h] = db[h] = 0;
+  }
+  int gi = 0, in_group = 0;
 #pragma unroll
-    for (int h = 0; h < H; ++h) da[h] = db[h] = 0;
-    for (int e = 0; e < per_group; ++e, ++v) {
-      const uint4 x = *reinterpret_cast<const uint4*>(kbase + chunk_offset<D>(ra, v));
-      const uint4 y = *reinterpret_cast<const uint4*>(kbase + chunk_offset<D>(rb, v));
-#pragma unroll
-      for (int h = 0; h < H; ++h) {
-        const uint4 q = qv[h * pieces + v];
-        da[h] = dot4_i8(static_cast<int>(q.x), static_cast<int>(x.x), da[h]);
-        db[h] = dot4_i8(static_cast<int>(q.x), static_cast<int>(y.x), db[h]);
-        da[h] = dot4_i8(static_cast<int>(q.y), static_cast<int>(x.y), da[h]);
-        db[h] = dot4_i8(static_cast<int>(q.y), static_cast<int>(y.y), db[h]);
-        da[h] = dot4_i8(static_cast<int>(q.z), static_cast<int>(x.z), da[h]);
-        db[h] = dot4_i8(static_cast<int>(q.z), static_cast<int>(y.z), db[h]);
-        da[h] = dot4_i8(static_cast<int>(q.w), static_cast<int>(x.w), da[h]);
-        db[h] = dot4_i8(static_cast<int>(q.w), static_cast<int>(y.w), db[h]);
-      }
-    }
-    const auto key_scale = [&](int j) {
-      const unsigned char* s = ks + (j * p.groups + gi) * p.k_scale_bytes;
-      return p.k_scale_bytes == 2 ? decode_fp16_bits(*reinterpret_cast<const std::uint16_t*>(s)) : *reinterpret_cast<const float*>(s);
-    };
-    const float ska = key_scale(va ? ja : 0), skb = key_scale(vb ? jb : 0);
+  for (int v = 0; v < kPieces; ++v) {
+    const int at = at_a ^ (16 * v);  // chunk_offset<D>(ja, v) (xor_chunks_from_first)
+    const uint4 x = *reinterpret_cast<const uint4*>(kbase + at);
+    const uint4 y = *reinterpret_cast<const uint4*>(kbase + at + to_b);
 #pragma unroll
     for (int h = 0; h < H; ++h) {
-      const float sq = qsc[h * p.groups + gi];
-      sa[h] = sa[h] + static_cast<float>(da[h]) * (sq * ska);
-      sb[h] = sb[h] + static_cast<float>(db[h]) * (sq * skb);
+      const uint4 q = qv[h * kPieces + v];
+      da[h] = dot4_i8(static_cast<int>(q.x), static_cast<int>(x.x), da[h]);
+      db[h] = dot4_i8(static_cast<int>(q.x), static_cast<int>(y.x), db[h]);
+      da[h] = dot4_i8(static_cast<int>(q.y), static_cast<int>(x.y), da[h]);
+      db[h] = dot4_i8(static_cast<int>(q.y), static_cast<int>(y.y), db[h]);
+      da[h] = dot4_i8(static_cast<int>(q.z), static_cast<int>(x.z), da[h]);
+      db[h] = dot4_i8(static_cast<int>(q.z), static_cast<int>(y.z), db[h]);
+      da[h] = dot4_i8(static_cast<int>(q.w), static_cast<int>(x.w), da[h]);
+      db[h] = dot4_i8(static_cast<int>(q.w), static_cast<int>(y.w), db[h]);
+    }
+    if (++in_group == per_group) {  // the group's last piece (the same for every lane)
+      in_group = 0;
+      const auto key_scale = [&](int j) {
+        const unsigned char* s = ks + (j * p.groups + gi) * p.k_scale_bytes;
+        return p.k_scale_bytes == 2 ? decode_fp16_bits(*reinterpret_cast<const std::uint16_t*>(s)) : *reinterpret_cast<const float*>(s);
+      };
+      const float ska = key_scale(ja), skb = key_scale(kb);
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        const float sq = qsc[h * p.groups + gi];
+        sa[h] = sa[h] + static_cast<float>(da[h]) * (sq * ska);
+        sb[h] = sb[h] + static_cast<float>(db[h]) * (sq * skb);
+        da[h] = db[h] = 0;
+      }
+      ++gi;
     }
   }
 #pragma unroll
@@ -238,12 +295,24 @@ __device__ inline void score_two_keys(const SplitParams& p, const FastLayout& la
 // mma accumulator (r / 2: which of the two channels, r % 2: which head).
 
 template <DecodeV VF, int D>
-__device__ inline std::uint32_t v_word(const unsigned char* vrows, int key, int span, int g) {  // channels 32 span + 4g .. +3 of one key
+QATTN_HD constexpr int v_word_offset(int key, int span, int g) {  // byte offset of channels 32 span + 4g .. +3 of one key
   if constexpr (VF == DecodeV::q4_0) {
-    return *reinterpret_cast<const std::uint16_t*>(vrows + chunk_offset<D / 2>(key, span) + 2 * g);
+    return chunk_offset<D / 2>(key, span) + 2 * g;
   } else {
-    return *reinterpret_cast<const std::uint32_t*>(vrows + chunk_offset<D>(key, 2 * span + g / 4) + 4 * (g % 4));
+    return chunk_offset<D>(key, 2 * span + g / 4) + 4 * (g % 4);
   }
+}
+template <DecodeV VF>
+__device__ inline std::uint32_t v_word_at(const unsigned char* at) {
+  if constexpr (VF == DecodeV::q4_0) {
+    return *reinterpret_cast<const std::uint16_t*>(at);
+  } else {
+    return *reinterpret_cast<const std::uint32_t*>(at);
+  }
+}
+template <DecodeV VF, int D>
+__device__ inline std::uint32_t v_word(const unsigned char* vrows, int key, int span, int g) {
+  return v_word_at<VF>(vrows + v_word_offset<VF, D>(key, span, g));
 }
 
 #if defined(QATTN_GPU_CUDA)
@@ -311,16 +380,17 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
   const SplitTiles st = split_tiles(p, b, split);
   const int tiles = st.tb - st.ta;
   const int stages = lay.stages;
-  const auto buffer = [&](int i) { return region + ((i / W) % stages) * lay.tile_bytes; };
+  // Tile i sits in buffer (i / W) % stages: the prologue fills buffers 0..stages-1 with tiles
+  // warp + s W, and tile i + stages W refills tile i's buffer.
   const auto key0 = [&](int i) { return bkh * p.cap + static_cast<long>(st.ta + i) * bc; };
   const auto rows = [&](int i) { return min(st.hi, (st.ta + i) * bc + bc) - (st.ta + i) * bc; };
   // One commit group per call, empty past the split: the waits below count groups.
-  const auto issue_k = [&](int i) {
-    if (i < tiles) copy_k<D>(p, buffer(i), key0(i), rows(i), lane);
+  const auto issue_k = [&](int i, unsigned char* into) {
+    if (i < tiles) copy_k<D>(p, into, key0(i), rows(i), lane);
     async_commit();
   };
-  const auto issue_v = [&](int i) {
-    if (i < tiles) copy_v<VF, D>(p, buffer(i), key0(i), rows(i), lane);
+  const auto issue_v = [&](int i, unsigned char* into) {
+    if (i < tiles) copy_v<VF, D>(p, into, key0(i), rows(i), lane);
     async_commit();
   };
   const auto wait_tile_part = [&] {  // the oldest group: 2 * stages - 1 may stay in flight
@@ -332,8 +402,8 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
     wave_sync();
   };
   for (int s = 0; s < stages; ++s) {
-    issue_k(warp + s * W);
-    issue_v(warp + s * W);
+    issue_k(warp + s * W, region + s * lay.tile_bytes);
+    issue_v(warp + s * W, region + s * lay.tile_bytes);
   }
   __syncthreads();  // Q
 
@@ -352,6 +422,12 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
   int e_prev = 0;  // and their power of two: true sum = acc * 2^e_prev
   const int e_fixed = p.p_exact ? 0 : p.p_exp - kBRange;  // e4m3 V: B = P * 2^-e_fixed
 
+  // q8_0 / q4_0: V scale groups per key, and the group of each 32-channel span.
+  const int vgroups = kQ ? D / p.v_group : 1;
+  int span_group[kSpans];
+#pragma unroll
+  for (int s = 0; s < kSpans; ++s) span_group[s] = kQ ? s * kSpan / p.v_group : 0;
+
   float m_run[H], l_run[H];  // the split's running max and l after each round (every warp alike)
 #pragma unroll
   for (int h = 0; h < H; ++h) {
@@ -362,10 +438,10 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
   // Rounds of W tiles, tile r0 + w to warp w. Two block barriers a round: after the tiles' maxima
   // (each warp then takes the running max through its tile, in tile order) and after their row sums
   // and P V (each warp then chains l over the round's tiles, in tile order).
-  for (int r0 = 0; r0 < tiles; r0 += W) {
+  for (int r0 = 0, slot = 0; r0 < tiles; r0 += W, slot = slot + 1 == stages ? 0 : slot + 1) {
     const int i = r0 + warp, in_round = min(W, tiles - r0);
     const bool active = i < tiles;
-    unsigned char* const buf = buffer(i);
+    unsigned char* const buf = region + slot * lay.tile_bytes;
     const int j0 = (st.ta + i) * bc;
     const int jlo = max(st.lo - j0, 0), jhi = min(st.hi - j0, bc);
 
@@ -390,7 +466,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
         }
       }
       wave_sync();  // K read by every lane: its buffer may refill
-      issue_k(i + stages * W);
+      issue_k(i + stages * W, buf);
 #pragma unroll
       for (int h = 0; h < H; ++h) tmax[h] = wave_max(tmax[h]);
       if (lane == 0)
@@ -422,17 +498,24 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
         const PRound pr = p.pr;  // in registers: the loop's shared-memory stores would otherwise reload them
         const float p_mult = p.p_mult;
         const bool quantized_sum = p.denominator_quantized, exact_sum = p.row_sum_exact;
-        for (int jj = lane; jj < bc; jj += kWaveSize) {
+        const auto quantize = [&](auto kind) {  // P's rounding chosen once a tile, not per score
+          for (int jj = lane; jj < bc; jj += kWaveSize) {
 #pragma unroll
-          for (int h = 0; h < H; ++h) {
-            const float s = Pw[h * bc + jj];
-            const float pf = s == -INFINITY ? 0.0f : exp2f(s - m_new[h]);
-            const float pq = round_p(pr, pf * p_mult);
-            Pw[h * bc + jj] = pq;
-            const float term = quantized_sum ? pq : pf;
-            part[h] += term;
-            if (!exact_sum) Tw[h * bc + jj] = term;
+            for (int h = 0; h < H; ++h) {
+              const float s = Pw[h * bc + jj];
+              const float pf = s == -INFINITY ? 0.0f : exp2f(s - m_new[h]);
+              const float pq = round_p_as<decltype(kind)::value>(pr, pf * p_mult);
+              Pw[h * bc + jj] = pq;
+              const float term = quantized_sum ? pq : pf;
+              part[h] += term;
+              if (!exact_sum) Tw[h * bc + jj] = term;
+            }
           }
+        };
+        switch (p_round_kind_device(pr)) {
+          case PRoundKind::integer: quantize(std::integral_constant<PRoundKind, PRoundKind::integer>{}); break;
+          case PRoundKind::fp32: quantize(std::integral_constant<PRoundKind, PRoundKind::fp32>{}); break;
+          default: quantize(std::integral_constant<PRoundKind, PRoundKind::floating>{}); break;
         }
       }
       float row_sum[H];
@@ -461,16 +544,15 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
       int e_tile = e_fixed;
       if constexpr (kQ) {
         // The tile's V scales times 2^-E, E from the largest: P * s * 2^-E < 2^kBRange.
-        const int vgroups = D / p.v_group;
         const std::uint16_t* vs16 = reinterpret_cast<const std::uint16_t*>(buf + lay.v_scales);
         float smax = 0.0f;
         for (int k = lane; k < jhi * vgroups; k += kWaveSize) smax = fmaxf(smax, fabsf(decode_fp16_bits(vs16[k])));
         smax = wave_max(smax);
-        e_tile = smax > 0.0f ? ilogbf(smax) + 1 + p.p_exp - kBRange : e_prev;
-        for (int k = lane; k < kSpans * bc; k += kWaveSize) {
-          const int s = k / bc, j = k - s * bc;
-          Sv[k] = j < jhi ? ldexpf(decode_fp16_bits(vs16[j * vgroups + s * kSpan / p.v_group]), -e_tile) : 0.0f;
-        }
+        e_tile = smax > 0.0f ? exponent_of_normal(smax) + 1 + p.p_exp - kBRange : e_prev;
+        const Pow2 unit = pow2_factors(-e_tile);
+#pragma unroll
+        for (int s = 0; s < kSpans; ++s)
+          for (int j = lane; j < bc; j += kWaveSize) Sv[s * bc + j] = j < jhi ? unit.scale(decode_fp16_bits(vs16[j * vgroups + span_group[s]])) : 0.0f;
         wave_sync();
       }
       if (i >= W) {  // a previous tile of this warp: rescale (alpha between this warp's tiles, and the power of two)
@@ -500,8 +582,19 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
       if (pv_lane) {
         const float* prow = Pw + (g < H ? g : 0) * bc;
         const bool head_lane = g < H;
+        // The lane's V words of keys 2t and 2t + 1 per span: keys 2t + 8 and 2t + 9 sit kSwizzleRows
+        // rows later and step s's keys 16 s rows later at the same offsets (the layout repeats every
+        // kSwizzleRows rows), so a step's sixteen reads are constant offsets from eight addresses.
+        static_assert(kStep == 2 * kSwizzleRows, "keys 2t + {0, 1, 8, 9} of a step");
+        constexpr int kVRow = VF == DecodeV::q4_0 ? D / 2 : D;
+        const unsigned char* vk[kSpans][2];
+#pragma unroll
+        for (int s = 0; s < kSpans; ++s)
+#pragma unroll
+          for (int k = 0; k < 2; ++k) vk[s][k] = vrows + v_word_offset<VF, D>(2 * t + k, s, g);
         for (int step = 0; step < steps; ++step) {
           const int k0 = step * kStep + 2 * t;
+          const int row0 = step * kStep * kVRow;
           const float2 pa = head_lane ? *reinterpret_cast<const float2*>(prow + k0) : make_float2(0.0f, 0.0f);
           const float2 pb = head_lane ? *reinterpret_cast<const float2*>(prow + k0 + 8) : make_float2(0.0f, 0.0f);
           std::uint32_t bhi[2] = {0, 0}, blo[2] = {0, 0};
@@ -516,8 +609,8 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
           }
 #pragma unroll
           for (int s = 0; s < kSpans; ++s) {
-            const std::uint32_t w0 = v_word<VF, D>(vrows, k0, s, g), w1 = v_word<VF, D>(vrows, k0 + 1, s, g);
-            const std::uint32_t w8 = v_word<VF, D>(vrows, k0 + 8, s, g), w9 = v_word<VF, D>(vrows, k0 + 9, s, g);
+            const std::uint32_t w0 = v_word_at<VF>(vk[s][0] + row0), w1 = v_word_at<VF>(vk[s][1] + row0);
+            const std::uint32_t w8 = v_word_at<VF>(vk[s][0] + row0 + kSwizzleRows * kVRow), w9 = v_word_at<VF>(vk[s][1] + row0 + kSwizzleRows * kVRow);
             if constexpr (kQ) {
               const float2 sa = *reinterpret_cast<const float2*>(Sv + s * bc + k0), sb = *reinterpret_cast<const float2*>(Sv + s * bc + k0 + 8);
               split_f16x2(pa.x * sa.x, pa.y * sa.y, bhi[0], blo[0]);
@@ -558,7 +651,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
 #endif
 
       wave_sync();  // V and P read by every lane: the buffer may refill
-      issue_v(i + stages * W);
+      issue_v(i + stages * W, buf);
     }
     __syncthreads();
 

@@ -516,6 +516,11 @@ __device__ inline void async_copy_16(void* shared, const void* global, bool vali
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(global), "r"(bytes));
 }
+// The same copy, always valid: no source-size operand to compute.
+__device__ inline void async_copy_16(void* shared, const void* global) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global));
+}
 __device__ inline void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int Pending>
 __device__ inline void async_wait() {
@@ -538,6 +543,7 @@ __device__ inline float2 unpack_f16x2(std::uint32_t h) {
 __device__ inline void async_copy_16(void* shared, const void* global, bool valid) {
   *static_cast<uint4*>(shared) = valid ? *static_cast<const uint4*>(global) : make_uint4(0, 0, 0, 0);
 }
+__device__ inline void async_copy_16(void* shared, const void* global) { *static_cast<uint4*>(shared) = *static_cast<const uint4*>(global); }
 __device__ inline void async_commit() {}
 template <int Pending>
 __device__ inline void async_wait() {}
