@@ -12,54 +12,48 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-__global__ void mma_probe_kernel(const std::uint8_t* a, const std::uint8_t* b, const float* c, float* d, int cases) {
+// The two probed instructions: element type, k, where element j of a fragment register sits, and the mma.
+struct ProbeE4m3 {  // m16n8k32, four e4m3 bytes a register
+  using T = std::uint8_t;
+  static constexpr int kK = kProbeK;
+  static QATTN_HD constexpr int a_col(int lane, int reg, int j) { return mma_a_col(lane, reg, j); }
+  static QATTN_HD constexpr int b_row(int lane, int reg, int j) { return mma_b_row(lane, reg, j); }
+  static __device__ void mma(float (&acc)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) { mma_e4m3_m16n8k32(acc, a, b); }
+};
+struct ProbeF16 {  // m16n8k16, two fp16 a register
+  using T = std::uint16_t;
+  static constexpr int kK = kProbeK16;
+  static QATTN_HD constexpr int a_col(int lane, int reg, int j) { return mma16_a_col(lane, reg, j); }
+  static QATTN_HD constexpr int b_row(int lane, int reg, int j) { return mma16_b_row(lane, reg, j); }
+  static __device__ void mma(float (&acc)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) { mma_f16_m16n8k16(acc, a, b); }
+};
+
+template <class I>
+__global__ void mma_probe_kernel(const typename I::T* a, const typename I::T* b, const float* c, float* d, int cases) {
+  using T = typename I::T;
+  constexpr int kPerWord = 4 / sizeof(T), kBits = 8 * sizeof(T);
   const int lane = threadIdx.x % 32;
   const int kase = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   if (kase >= cases) return;  // whole warps only: every lane of a live warp reaches the mma
-  const std::uint8_t* ac = a + static_cast<long>(kase) * kProbeM * kProbeK;
-  const std::uint8_t* bc = b + static_cast<long>(kase) * kProbeK * kProbeN;
+  const T* ac = a + static_cast<long>(kase) * kProbeM * I::kK;
+  const T* bc = b + static_cast<long>(kase) * I::kK * kProbeN;
   const float* cc = c + static_cast<long>(kase) * kProbeM * kProbeN;
   float* dc = d + static_cast<long>(kase) * kProbeM * kProbeN;
 
   std::uint32_t ar[4], br[2];
   for (int r = 0; r < 4; ++r) {
     std::uint32_t w = 0;
-    for (int j = 0; j < 4; ++j) w |= static_cast<std::uint32_t>(ac[mma_a_row(lane, r) * kProbeK + mma_a_col(lane, r, j)]) << (8 * j);
+    for (int j = 0; j < kPerWord; ++j) w |= static_cast<std::uint32_t>(ac[mma_a_row(lane, r) * I::kK + I::a_col(lane, r, j)]) << (kBits * j);
     ar[r] = w;
   }
   for (int r = 0; r < 2; ++r) {
     std::uint32_t w = 0;
-    for (int j = 0; j < 4; ++j) w |= static_cast<std::uint32_t>(bc[mma_b_row(lane, r, j) * kProbeN + mma_b_col(lane)]) << (8 * j);
+    for (int j = 0; j < kPerWord; ++j) w |= static_cast<std::uint32_t>(bc[I::b_row(lane, r, j) * kProbeN + mma_b_col(lane)]) << (kBits * j);
     br[r] = w;
   }
   float acc[4];
   for (int i = 0; i < 4; ++i) acc[i] = cc[mma_c_row(lane, i) * kProbeN + mma_c_col(lane, i)];
-  mma_e4m3_m16n8k32(acc, ar, br);
-  for (int i = 0; i < 4; ++i) dc[mma_c_row(lane, i) * kProbeN + mma_c_col(lane, i)] = acc[i];
-}
-
-__global__ void mma_f16_probe_kernel(const std::uint16_t* a, const std::uint16_t* b, const float* c, float* d, int cases) {
-  const int lane = threadIdx.x % 32;
-  const int kase = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-  if (kase >= cases) return;  // whole warps only
-  const std::uint16_t* ac = a + static_cast<long>(kase) * kProbeM * kProbeK16;
-  const std::uint16_t* bc = b + static_cast<long>(kase) * kProbeK16 * kProbeN;
-  const float* cc = c + static_cast<long>(kase) * kProbeM * kProbeN;
-  float* dc = d + static_cast<long>(kase) * kProbeM * kProbeN;
-  std::uint32_t ar[4], br[2];
-  for (int r = 0; r < 4; ++r) {
-    std::uint32_t w = 0;
-    for (int j = 0; j < 2; ++j) w |= static_cast<std::uint32_t>(ac[mma_a_row(lane, r) * kProbeK16 + mma16_a_col(lane, r, j)]) << (16 * j);
-    ar[r] = w;
-  }
-  for (int r = 0; r < 2; ++r) {
-    std::uint32_t w = 0;
-    for (int j = 0; j < 2; ++j) w |= static_cast<std::uint32_t>(bc[mma16_b_row(lane, r, j) * kProbeN + mma_b_col(lane)]) << (16 * j);
-    br[r] = w;
-  }
-  float acc[4];
-  for (int i = 0; i < 4; ++i) acc[i] = cc[mma_c_row(lane, i) * kProbeN + mma_c_col(lane, i)];
-  mma_f16_m16n8k16(acc, ar, br);
+  I::mma(acc, ar, br);
   for (int i = 0; i < 4; ++i) dc[mma_c_row(lane, i) * kProbeN + mma_c_col(lane, i)] = acc[i];
 }
 
@@ -89,12 +83,12 @@ std::vector<float> run_probe(const char* who, const std::vector<T>& a, const std
 }  // namespace
 
 std::vector<float> mma_f16_probe(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b, const std::vector<float>& c) {
-  return run_probe("mma_f16_probe", a, b, c, kProbeK16, mma_f16_probe_kernel);
+  return run_probe("mma_f16_probe", a, b, c, ProbeF16::kK, mma_probe_kernel<ProbeF16>);
 }
 
 std::vector<float> mma_e4m3_probe(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b,
                                   const std::vector<float>& c) {
-  return run_probe("mma_e4m3_probe", a, b, c, kProbeK, mma_probe_kernel);
+  return run_probe("mma_e4m3_probe", a, b, c, ProbeE4m3::kK, mma_probe_kernel<ProbeE4m3>);
 }
 
 std::string mma_probe_device() {
