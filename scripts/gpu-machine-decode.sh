@@ -2,8 +2,8 @@
 # On the GPU machine: the decode kernels' short loop. Build (fresh folder), the [decode] tests,
 # compute-sanitizer memcheck and racecheck on the fast path's tuning test, the decode benchmark
 # (`qattn bench gpu` with a one-row prefill so that the decode rows dominate) at the default split
-# and at split 32, and one ncu profile of the fast split kernel (e4m3 V). Logs go into one archive,
-# OUT_DIR/decode-logs.tgz (a remote runner may return only a few files), and a summary to stdout.
+# and at split 8 (one wave at 4 blocks an SM), and one ncu profile of the fast split kernel (e4m3
+# V). Logs go into one archive, OUT_DIR/decode-logs.tgz (a remote runner may return only a few files), and a summary to stdout.
 #   bash scripts/gpu-machine-decode.sh OUT_DIR [CUDA_ARCHS]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,8 +28,8 @@ for tool in memcheck racecheck; do
   grep -E "SUMMARY" "$logs/$tool.log"
 done
 step bench build-gpu/harness/qattn bench gpu --tokens 1024 --head-dims 64 --reps 20
-step bench-split32 build-gpu/harness/qattn bench gpu --tokens 1024 --head-dims 64 --reps 20 --split-k 32
-grep -hE "^\| (e4m3|q8_0|q4_0)" "$logs/bench.log" "$logs/bench-split32.log"
+step bench-split8 build-gpu/harness/qattn bench gpu --tokens 1024 --head-dims 64 --reps 20 --split-k 8
+grep -hE "^\| (e4m3|q8_0|q4_0)" "$logs/bench.log" "$logs/bench-split8.log"
 if command -v ncu >/dev/null 2>&1; then
   step ncu ncu --clock-control none -k regex:decode_fast_split --launch-count 1 --section SpeedOfLight --section InstructionStats \
     --section WarpStateStats --section Occupancy build-gpu/harness/qattn bench gpu --tokens 1024 --head-dims 64 --reps 1

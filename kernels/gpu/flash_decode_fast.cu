@@ -322,19 +322,34 @@ __device__ inline std::uint32_t sub_f16x2(std::uint32_t a, std::uint32_t b) {  /
   return r;
 }
 
-// Channel c (0..3 of the lane's four) of two keys (words w0, w1) as two fp16 (key of w0 in the low half), exactly.
+// The lane's four channels of two keys (words w0, w1) as four fp16 pairs, exactly: out[c] holds
+// channel c of w0's key in the low half and of w1's key in the high half (one A register). One byte
+// permute gathers two channels' pairs, so each pair costs a convert (e4m3) or a permute against
+// fp16's 0x64 exponent byte and a subtraction (q8_0 / q4_0: 1024 + code + offset, minus 1024 + offset).
 template <DecodeV VF>
-__device__ inline std::uint32_t widen_pair(std::uint32_t w0, std::uint32_t w1, int c) {
+__device__ inline void widen_keys(std::uint32_t w0, std::uint32_t w1, std::uint32_t (&out)[4]) {
+  constexpr std::uint32_t kExponents = 0x64646464u;  // fp16 1024's high byte, for every byte permute below
+  constexpr std::uint32_t kLow = 0x4140u, kHigh = 0x4342u;  // bytes 0, 1 (2, 3) of x under 0x64s
   if constexpr (VF == DecodeV::e4m3) {
-    return widen_e4m3x2(static_cast<std::uint16_t>(__byte_perm(w0, w1, static_cast<std::uint32_t>(c | ((4 + c) << 4)))));
+    const std::uint32_t c01 = __byte_perm(w0, w1, 0x5140u), c23 = __byte_perm(w0, w1, 0x7362u);  // [w0.c, w1.c, w0.c+1, w1.c+1]
+    widen_e4m3x4(c01, out[0], out[1]);
+    widen_e4m3x4(c23, out[2], out[3]);
   } else if constexpr (VF == DecodeV::q8_0) {
     // Sign flipped, the code + 128 is the low byte of fp16 1024 + code + 128 (0x64XX); minus 1152.
-    const std::uint32_t x = __byte_perm(w0 ^ 0x80808080u, w1 ^ 0x80808080u, static_cast<std::uint32_t>(c | ((4 + c) << 8)));
-    return sub_f16x2((x & 0x00FF00FFu) | 0x64006400u, 0x64806480u);
+    const std::uint32_t x0 = w0 ^ 0x80808080u, x1 = w1 ^ 0x80808080u;
+    const std::uint32_t c01 = __byte_perm(x0, x1, 0x5140u), c23 = __byte_perm(x0, x1, 0x7362u);
+    out[0] = sub_f16x2(__byte_perm(c01, kExponents, kLow), 0x64806480u);
+    out[1] = sub_f16x2(__byte_perm(c01, kExponents, kHigh), 0x64806480u);
+    out[2] = sub_f16x2(__byte_perm(c23, kExponents, kLow), 0x64806480u);
+    out[3] = sub_f16x2(__byte_perm(c23, kExponents, kHigh), 0x64806480u);
   } else {
     // Nibble c of each 16-bit word (low nibble first), sign flipped: code + 8 under 1024; minus 1032.
-    const std::uint32_t x = ((w0 | (w1 << 16)) ^ 0x88888888u) >> (4 * c);
-    return sub_f16x2((x & 0x000F000Fu) | 0x64006400u, 0x64086408u);
+    const std::uint32_t x = (w0 | (w1 << 16)) ^ 0x88888888u;
+    const std::uint32_t even = x & 0x0F0F0F0Fu, odd = (x >> 4) & 0x0F0F0F0Fu;  // [w0.c, w0.c+2, w1.c, w1.c+2], c = 0 / 1
+    out[0] = sub_f16x2(__byte_perm(even, kExponents, 0x4240u), 0x64086408u);
+    out[1] = sub_f16x2(__byte_perm(odd, kExponents, 0x4240u), 0x64086408u);
+    out[2] = sub_f16x2(__byte_perm(even, kExponents, 0x4341u), 0x64086408u);
+    out[3] = sub_f16x2(__byte_perm(odd, kExponents, 0x4341u), 0x64086408u);
   }
 }
 
@@ -616,10 +631,12 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
               split_f16x2(pa.x * sa.x, pa.y * sa.y, bhi[0], blo[0]);
               split_f16x2(pb.x * sb.x, pb.y * sb.y, bhi[1], blo[1]);
             }
+            std::uint32_t v01[4], v89[4];
+            widen_keys<VF>(w0, w1, v01);
+            widen_keys<VF>(w8, w9, v89);
 #pragma unroll
             for (int m = 0; m < 2; ++m) {
-              const std::uint32_t a[4] = {widen_pair<VF>(w0, w1, 2 * m), widen_pair<VF>(w0, w1, 2 * m + 1), widen_pair<VF>(w8, w9, 2 * m),
-                                          widen_pair<VF>(w8, w9, 2 * m + 1)};
+              const std::uint32_t a[4] = {v01[2 * m], v01[2 * m + 1], v89[2 * m], v89[2 * m + 1]};
               mma_f16_m16n8k16(acc[s][m], a, bhi);
               if (kQ || !p.p_exact) mma_f16_m16n8k16(acc[s][m], a, blo);
             }

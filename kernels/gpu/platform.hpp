@@ -495,6 +495,18 @@ __device__ inline std::uint32_t widen_e4m3x2(std::uint16_t v) {
 #endif
 }
 
+// Four e4m3 bytes to two fp16 pairs, exactly: bytes 0, 1 into lo, bytes 2, 3 into hi (each low byte
+// in the low half). The halves of v go to the converts as they are (no shift to move the high one).
+__device__ inline void widen_e4m3x4(std::uint32_t v, std::uint32_t& lo, std::uint32_t& hi) {
+#if __CUDA_ARCH__ >= 890
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n" : "=r"(lo), "=r"(hi) : "r"(v));
+#else
+  (void)v;
+  lo = hi = 0;
+  __trap();
+#endif
+}
+
 // Two fp16 (lo in the low half) to floats, exactly.
 __device__ inline float2 unpack_f16x2(std::uint32_t h) {
   float lo, hi;
