@@ -307,7 +307,7 @@ PRound p_round_of(FormatId id) {
     const int q = std::ilogb(r.quantum);  // a power of two
     r.inv_quantum_a = std::ldexp(1.0f, -q / 2);
     r.inv_quantum_b = std::ldexp(1.0f, -q - (-q / 2));
-    require(std::ldexp(1.0f, q) == r.quantum && q >= -252, "P format's smallest subnormal must be a power of two >= 2^-252", "flash_decode");
+    require(std::ldexp(1.0f, q) == r.quantum && q >= -252, "P format's smallest subnormal must be a power of two >= 2^-252", "decode (P rounding)");
   }
   return r;
 }

@@ -179,9 +179,11 @@ __device__ inline void warp_copy_run(unsigned char* dst, const std::uint8_t* src
 // wave's 16 bytes a lane per step) and its destinations repeat every kPeriod steps (the layout
 // repeats every kSwizzleRows rows), so a copy costs a few adds rather than the row's and chunk's
 // division and swizzle each time (about 15 instructions a 16-byte copy before). Runs of kUnroll
-// steps that are all valid (every step of a full tile) go unguarded, each copy one instruction
-// with constant offsets from kPeriod running destinations and one running source (the guarded
-// loop took about 13 instructions a copy: a sixth of the kernel's instructions, ncu on the H200).
+// steps that are all valid go unguarded, each copy one instruction with constant offsets from
+// kPeriod running destinations and one running source (the guarded loop took about 13 instructions
+// a copy: a sixth of the kernel's instructions, ncu on the H200). A full tile has bc RowBytes / (16
+// kWaveSize) steps a lane: at bc = 64 and a wave of 32, rows of 64 bytes and more take the
+// unguarded runs; narrower rows (fewer than kUnroll steps) go through the guarded loop.
 template <int RowBytes>
 __device__ inline void warp_copy_rows(unsigned char* dst, const std::uint8_t* src, int rows, int rows_padded, int lane) {
   constexpr int kParts = RowBytes / 16;
@@ -190,7 +192,8 @@ __device__ inline void warp_copy_rows(unsigned char* dst, const std::uint8_t* sr
   static_assert(kSwizzleRows == 8, "kPeriod below is kSwizzleRows / gcd(kS, kSwizzleRows)");
   constexpr int kPeriod = kS % 8 == 0 ? 1 : (kS % 4 == 0 ? 2 : (kS % 2 == 0 ? 4 : 8));
   constexpr int kStepBytes = kS * RowBytes;  // = 16 kWaveSize
-  constexpr int kUnroll = kPeriod > 8 ? kPeriod : 8;  // a multiple of kPeriod
+  constexpr int kUnroll = 8;
+  static_assert(kUnroll % kPeriod == 0, "an unguarded run starts at the same destination phase");
   const int e = lane % kParts, r0 = lane / kParts;
   int at[kPeriod];  // destination of step q, less q kStepBytes
 #pragma unroll

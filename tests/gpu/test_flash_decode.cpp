@@ -300,7 +300,8 @@ TEST_CASE("decode: the device's format decoders and P rounding equal the codec b
   std::mt19937_64 gen(seed);
   for (const auto& [f, mult] : {std::pair{FormatId::e4m3, 448.0f}, std::pair{FormatId::int8, 127.0f}, std::pair{FormatId::e4m3fnuz, 240.0f},
                                 std::pair{FormatId::e5m2, 57344.0f}, std::pair{FormatId::fp16, 1.0f}, std::pair{FormatId::bf16, 1.0f},
-                                std::pair{FormatId::int4, 7.0f}, std::pair{FormatId::fp32, 1.0f}}) {
+                                std::pair{FormatId::int4, 7.0f}, std::pair{FormatId::fp32, 1.0f}, std::pair{FormatId::e5m2fnuz, 57344.0f},
+                                std::pair{FormatId::e2m1, 6.0f}}) {
     const Format fmt = format_of(f);
     std::vector<float> ys = {0.0f, static_cast<float>(max_finite(fmt)), std::nextafter(static_cast<float>(max_finite(fmt)), INFINITY), 3.0e38f};
     if (fmt.bits <= 16) {
