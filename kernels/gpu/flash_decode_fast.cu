@@ -21,10 +21,6 @@
 // bound P < 2^p_exp and the tile's largest scale, so that B < 2^15 (fp16's range); the tile's sum is
 // rescaled by 2^E. hi + lo hold 22 bits of the fp32 product while B >= 2^-3; smaller B keeps fp16's
 // absolute floor of 2^-24 (2^-39 of the bound): an error far below fp32's on the sum's large terms.
-// Where P has at most 5 significant bits (e4m3, e5m2, int4, ...) the scale is split instead, once a
-// tile: s 2^-E = s_hi + s_lo, s_hi its top 11 - bits(P) bits, so P s_hi and P s_lo are exact fp16
-// products (one fp16 multiply per two keys each, no fp32 product to split per step); fp16's floor
-// then applies to s_hi and s_lo (2^-25 absolute, times P < 2^p_exp: 2^-30 of B's bound).
 // P that fp16 holds exactly (e4m3, e5m2, int8, fp16, ...) is B's single term for e4m3 V.
 // Where mma.sync is absent (HIP), the same lane-to-(channel, head) assignment runs as fp32 FMAs.
 //
@@ -78,8 +74,6 @@ struct FastParams : SplitParams {
   int chunks = 1;        // blocks per (batch, kv head, split): the GQA group / H
   bool p_exact = false;  // every P value is exact in fp16
   int p_exp = 0;         // P < 2^p_exp
-  bool scale_split = false;      // q8_0 / q4_0: B = P s_hi + P s_lo, both exact fp16 products
-  std::uint32_t split_keep = 0;  // the fp32 bits of s 2^-E that s_hi keeps
   FastLayout lay;
 };
 
@@ -91,17 +85,6 @@ QATTN_HD inline float pick(const float (&a)[N], int i) {  // a[i] without a dyna
 #pragma unroll
   for (int k = 0; k < N; ++k) r = k == i ? a[k] : r;
   return r;
-}
-
-// x as fp16 bits, rounded to nearest even.
-__device__ inline std::uint16_t f16_bits(float x) {
-#if defined(QATTN_GPU_CUDA)
-  std::uint16_t r;
-  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
-  return r;
-#else
-  return __builtin_bit_cast(std::uint16_t, static_cast<_Float16>(x));
-#endif
 }
 
 // ilogb of a normal float, from its exponent field.
@@ -339,11 +322,6 @@ __device__ inline std::uint32_t v_word(const unsigned char* vrows, int key, int 
 __device__ inline std::uint32_t sub_f16x2(std::uint32_t a, std::uint32_t b) {  // exact here: integers below 2^11
   std::uint32_t r;
   asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-__device__ inline std::uint32_t mul_f16x2(std::uint32_t a, std::uint32_t b) {  // exact where the products fit 11 bits
-  std::uint32_t r;
-  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
 
@@ -590,21 +568,9 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
         smax = wave_max(smax);
         e_tile = smax > 0.0f ? exponent_of_normal(smax) + 1 + p.p_exp - kBRange : e_prev;
         const Pow2 unit = pow2_factors(-e_tile);
-        const auto scaled = [&](int s, int j) { return j < jhi ? unit.scale(decode_fp16_bits(vs16[j * vgroups + span_group[s]])) : 0.0f; };
-        if (p.scale_split) {  // [spans][bc] fp16 s_hi 2^-E, then [spans][bc] s_lo 2^-E (exact: s_lo = the bits s_hi drops)
-          std::uint16_t* sh = reinterpret_cast<std::uint16_t*>(Sv);
 #pragma unroll
-          for (int s = 0; s < kSpans; ++s)
-            for (int j = lane; j < bc; j += kWaveSize) {
-              const float v = scaled(s, j), hi = __uint_as_float(__float_as_uint(v) & p.split_keep);
-              sh[s * bc + j] = f16_bits(hi);
-              sh[(kSpans + s) * bc + j] = f16_bits(v - hi);
-            }
-        } else {
-#pragma unroll
-          for (int s = 0; s < kSpans; ++s)
-            for (int j = lane; j < bc; j += kWaveSize) Sv[s * bc + j] = scaled(s, j);
-        }
+        for (int s = 0; s < kSpans; ++s)
+          for (int j = lane; j < bc; j += kWaveSize) Sv[s * bc + j] = j < jhi ? unit.scale(decode_fp16_bits(vs16[j * vgroups + span_group[s]])) : 0.0f;
         wave_sync();
       }
       if (i >= W) {  // a previous tile of this warp: rescale (alpha between this warp's tiles, and the power of two)
@@ -644,62 +610,40 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
         for (int s = 0; s < kSpans; ++s)
 #pragma unroll
           for (int k = 0; k < 2; ++k) vk[s][k] = vrows + v_word_offset<VF, D>(2 * t + k, s, g);
-        const std::uint16_t* sh = reinterpret_cast<const std::uint16_t*>(Sv);  // the split scales (scale_split)
-        const auto all_steps = [&](auto split) {  // split: B from the split scales, chosen once a tile
-          for (int step = 0; step < steps; ++step) {
-            const int k0 = step * kStep + 2 * t;
-            const int row0 = step * kStep * kVRow;
-            const float2 pa = head_lane ? *reinterpret_cast<const float2*>(prow + k0) : make_float2(0.0f, 0.0f);
-            const float2 pb = head_lane ? *reinterpret_cast<const float2*>(prow + k0 + 8) : make_float2(0.0f, 0.0f);
-            std::uint32_t bhi[2] = {0, 0}, blo[2] = {0, 0};
-            if constexpr (kQ && decltype(split)::value) {  // P as fp16 pairs, exact (the split requires it)
+        for (int step = 0; step < steps; ++step) {
+          const int k0 = step * kStep + 2 * t;
+          const int row0 = step * kStep * kVRow;
+          const float2 pa = head_lane ? *reinterpret_cast<const float2*>(prow + k0) : make_float2(0.0f, 0.0f);
+          const float2 pb = head_lane ? *reinterpret_cast<const float2*>(prow + k0 + 8) : make_float2(0.0f, 0.0f);
+          std::uint32_t bhi[2] = {0, 0}, blo[2] = {0, 0};
+          if constexpr (!kQ) {
+            if (p.p_exact) {
               bhi[0] = pack_f16x2(pa.x, pa.y);
               bhi[1] = pack_f16x2(pb.x, pb.y);
-            } else if constexpr (!kQ) {
-              if (p.p_exact) {
-                bhi[0] = pack_f16x2(pa.x, pa.y);
-                bhi[1] = pack_f16x2(pb.x, pb.y);
-              } else {
-                split_f16x2(pa.x * p_unit, pa.y * p_unit, bhi[0], blo[0]);
-                split_f16x2(pb.x * p_unit, pb.y * p_unit, bhi[1], blo[1]);
-              }
-            }
-            const std::uint32_t p01 = bhi[0], p89 = bhi[1];
-#pragma unroll
-            for (int s = 0; s < kSpans; ++s) {
-              const std::uint32_t w0 = v_word_at<VF>(vk[s][0] + row0), w1 = v_word_at<VF>(vk[s][1] + row0);
-              const std::uint32_t w8 = v_word_at<VF>(vk[s][0] + row0 + kSwizzleRows * kVRow), w9 = v_word_at<VF>(vk[s][1] + row0 + kSwizzleRows * kVRow);
-              if constexpr (kQ && decltype(split)::value) {
-                const auto pair = [&](int at) { return *reinterpret_cast<const std::uint32_t*>(sh + at); };
-                bhi[0] = mul_f16x2(p01, pair(s * bc + k0));
-                bhi[1] = mul_f16x2(p89, pair(s * bc + k0 + 8));
-                blo[0] = mul_f16x2(p01, pair((kSpans + s) * bc + k0));
-                blo[1] = mul_f16x2(p89, pair((kSpans + s) * bc + k0 + 8));
-              } else if constexpr (kQ) {
-                const float2 sa = *reinterpret_cast<const float2*>(Sv + s * bc + k0), sb = *reinterpret_cast<const float2*>(Sv + s * bc + k0 + 8);
-                split_f16x2(pa.x * sa.x, pa.y * sa.y, bhi[0], blo[0]);
-                split_f16x2(pb.x * sb.x, pb.y * sb.y, bhi[1], blo[1]);
-              }
-              std::uint32_t v01[4], v89[4];
-              widen_keys<VF>(w0, w1, v01);
-              widen_keys<VF>(w8, w9, v89);
-#pragma unroll
-              for (int m = 0; m < 2; ++m) {
-                const std::uint32_t a[4] = {v01[2 * m], v01[2 * m + 1], v89[2 * m], v89[2 * m + 1]};
-                mma_f16_m16n8k16(acc[s][m], a, bhi);
-                if (kQ || !p.p_exact) mma_f16_m16n8k16(acc[s][m], a, blo);
-              }
+            } else {
+              split_f16x2(pa.x * p_unit, pa.y * p_unit, bhi[0], blo[0]);
+              split_f16x2(pb.x * p_unit, pb.y * p_unit, bhi[1], blo[1]);
             }
           }
-        };
-        if constexpr (kQ) {
-          if (p.scale_split) {
-            all_steps(std::true_type{});
-          } else {
-            all_steps(std::false_type{});
+#pragma unroll
+          for (int s = 0; s < kSpans; ++s) {
+            const std::uint32_t w0 = v_word_at<VF>(vk[s][0] + row0), w1 = v_word_at<VF>(vk[s][1] + row0);
+            const std::uint32_t w8 = v_word_at<VF>(vk[s][0] + row0 + kSwizzleRows * kVRow), w9 = v_word_at<VF>(vk[s][1] + row0 + kSwizzleRows * kVRow);
+            if constexpr (kQ) {
+              const float2 sa = *reinterpret_cast<const float2*>(Sv + s * bc + k0), sb = *reinterpret_cast<const float2*>(Sv + s * bc + k0 + 8);
+              split_f16x2(pa.x * sa.x, pa.y * sa.y, bhi[0], blo[0]);
+              split_f16x2(pb.x * sb.x, pb.y * sb.y, bhi[1], blo[1]);
+            }
+            std::uint32_t v01[4], v89[4];
+            widen_keys<VF>(w0, w1, v01);
+            widen_keys<VF>(w8, w9, v89);
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+              const std::uint32_t a[4] = {v01[2 * m], v01[2 * m + 1], v89[2 * m], v89[2 * m + 1]};
+              mma_f16_m16n8k16(acc[s][m], a, bhi);
+              if (kQ || !p.p_exact) mma_f16_m16n8k16(acc[s][m], a, blo);
+            }
           }
-        } else {
-          all_steps(std::false_type{});
         }
       }
 #else
@@ -844,20 +788,6 @@ FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, D
   return L;
 }
 
-// The most significant bits a value of P's format has (e4m3: 4, int8: 7).
-int p_significant_bits(FormatId id) {
-  const Format f = format_of(id);
-  int bits = 0;
-  for (std::uint32_t c = 0; c < (1u << std::min(f.bits, 16)); ++c) {
-    double m = std::fabs(decode(f, c));
-    if (!std::isfinite(m) || m == 0) continue;
-    int e = 0, b = 0;
-    for (m = std::frexp(m, &e); m != std::floor(m); m *= 2) ++b;
-    bits = std::max(bits, b);
-  }
-  return bits;
-}
-
 // Every value of P's format is exact in fp16 (so P is B's single fp16 term for e4m3 V).
 bool p_exact_in_fp16(FormatId id) {
   const Format f = format_of(id), half = format_of(FormatId::fp16);
@@ -891,12 +821,6 @@ FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim
   require(std::ilogb(p_multiplier) >= -100 && std::ilogb(p_multiplier) <= 100,
           "the P multiplier " + std::to_string(p_multiplier) + " must lie in [2^-100, 2^101)", kWho);
   p.p_exp = std::ilogb(p_multiplier) + 2;  // P <= round(multiplier) < 2 * multiplier
-  // The scale split (q8_0 / q4_0 on the matrix units): P s_hi and P s_lo exact in fp16 needs P exact
-  // in fp16 with at most 5 significant bits (2 bits(P) <= 11), and s 2^-E < 2^(kBRange + 1 - p_exp)
-  // an fp16 value: p_exp >= 1.
-  const int p_bits = p.p_exact ? p_significant_bits(p_format) : 0;
-  p.scale_split = kHasMmaSync && vf != DecodeV::e4m3 && p_bits > 0 && 2 * p_bits <= 11 && p.p_exp >= 1;
-  p.split_keep = p.scale_split ? ~((1u << (13 + p_bits)) - 1u) : 0u;  // 11 - p_bits significant bits: 10 - p_bits of fp32's 23
   // The warp count is numerics (each warp sums its own tiles): a function of the recipe and the shape
   // (V format, head dim, tile, whether row sums are exact), never of tuning.
   const int one = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, !p.row_sum_exact, 1, 1).warp_bytes;
