@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/formats/codec.hpp"
@@ -41,13 +42,17 @@ struct PRound {
 
 PRound p_round_of(FormatId id);
 
-// Which of round_p's three forms a format takes (a kernel picks it once, outside its loops).
+// Which of round_p's three forms a format takes.
 enum class PRoundKind { integer, fp32, floating };
-inline PRoundKind p_round_kind(const PRound& r) {
-  return r.integer ? PRoundKind::integer : r.shift == 0 ? PRoundKind::fp32 : PRoundKind::floating;
-}
-__device__ inline PRoundKind p_round_kind_device(const PRound& r) {
-  return r.integer ? PRoundKind::integer : r.shift == 0 ? PRoundKind::fp32 : PRoundKind::floating;
+template <PRoundKind K>
+using PRoundKindTag = std::integral_constant<PRoundKind, K>;
+
+// f(PRoundKindTag<kind of r>{}): a kernel picks the form once, outside its loops.
+template <class F>
+__device__ inline decltype(auto) with_p_round_kind(const PRound& r, F&& f) {
+  if (r.integer) return f(PRoundKindTag<PRoundKind::integer>{});
+  if (r.shift == 0) return f(PRoundKindTag<PRoundKind::fp32>{});
+  return f(PRoundKindTag<PRoundKind::floating>{});
 }
 
 // y >= 0 rounded to the format, saturating (NaN and y >= max give max): equal to decode(encode(f, y))
@@ -68,11 +73,7 @@ __device__ inline float round_p_as(const PRound& r, float y) {
   }
 }
 __device__ inline float round_p(const PRound& r, float y) {
-  switch (p_round_kind_device(r)) {
-    case PRoundKind::integer: return round_p_as<PRoundKind::integer>(r, y);
-    case PRoundKind::fp32: return round_p_as<PRoundKind::fp32>(r, y);
-    default: return round_p_as<PRoundKind::floating>(r, y);
-  }
+  return with_p_round_kind(r, [&](auto kind) { return round_p_as<decltype(kind)::value>(r, y); });
 }
 
 __device__ inline float decode_int8_bits(std::uint32_t b) { return static_cast<float>(static_cast<std::int8_t>(b & 0xFFu)); }

@@ -30,7 +30,6 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/gpu/decode_shared.hpp"
@@ -332,7 +331,8 @@ __device__ inline std::uint32_t sub_f16x2(std::uint32_t a, std::uint32_t b) {  /
 template <DecodeV VF>
 __device__ inline void widen_keys(std::uint32_t w0, std::uint32_t w1, std::uint32_t (&out)[4]) {
   constexpr std::uint32_t kExponents = 0x64646464u;  // fp16 1024's high byte, for every byte permute below
-  constexpr std::uint32_t kLow = 0x4140u, kHigh = 0x4342u;  // bytes 0, 1 (2, 3) of x under 0x64s
+  // Selectors for __byte_perm(x, kExponents, sel): two bytes of x, each under a 0x64 byte.
+  constexpr std::uint32_t kBytes01 = 0x4140u, kBytes23 = 0x4342u, kBytes02 = 0x4240u, kBytes13 = 0x4341u;
   if constexpr (VF == DecodeV::e4m3) {
     const std::uint32_t c01 = __byte_perm(w0, w1, 0x5140u), c23 = __byte_perm(w0, w1, 0x7362u);  // [w0.c, w1.c, w0.c+1, w1.c+1]
     widen_e4m3x4(c01, out[0], out[1]);
@@ -341,18 +341,18 @@ __device__ inline void widen_keys(std::uint32_t w0, std::uint32_t w1, std::uint3
     // Sign flipped, the code + 128 is the low byte of fp16 1024 + code + 128 (0x64XX); minus 1152.
     const std::uint32_t x0 = w0 ^ 0x80808080u, x1 = w1 ^ 0x80808080u;
     const std::uint32_t c01 = __byte_perm(x0, x1, 0x5140u), c23 = __byte_perm(x0, x1, 0x7362u);
-    out[0] = sub_f16x2(__byte_perm(c01, kExponents, kLow), 0x64806480u);
-    out[1] = sub_f16x2(__byte_perm(c01, kExponents, kHigh), 0x64806480u);
-    out[2] = sub_f16x2(__byte_perm(c23, kExponents, kLow), 0x64806480u);
-    out[3] = sub_f16x2(__byte_perm(c23, kExponents, kHigh), 0x64806480u);
+    out[0] = sub_f16x2(__byte_perm(c01, kExponents, kBytes01), 0x64806480u);
+    out[1] = sub_f16x2(__byte_perm(c01, kExponents, kBytes23), 0x64806480u);
+    out[2] = sub_f16x2(__byte_perm(c23, kExponents, kBytes01), 0x64806480u);
+    out[3] = sub_f16x2(__byte_perm(c23, kExponents, kBytes23), 0x64806480u);
   } else {
     // Nibble c of each 16-bit word (low nibble first), sign flipped: code + 8 under 1024; minus 1032.
     const std::uint32_t x = (w0 | (w1 << 16)) ^ 0x88888888u;
     const std::uint32_t even = x & 0x0F0F0F0Fu, odd = (x >> 4) & 0x0F0F0F0Fu;  // [w0.c, w0.c+2, w1.c, w1.c+2], c = 0 / 1
-    out[0] = sub_f16x2(__byte_perm(even, kExponents, 0x4240u), 0x64086408u);
-    out[1] = sub_f16x2(__byte_perm(odd, kExponents, 0x4240u), 0x64086408u);
-    out[2] = sub_f16x2(__byte_perm(even, kExponents, 0x4341u), 0x64086408u);
-    out[3] = sub_f16x2(__byte_perm(odd, kExponents, 0x4341u), 0x64086408u);
+    out[0] = sub_f16x2(__byte_perm(even, kExponents, kBytes02), 0x64086408u);
+    out[1] = sub_f16x2(__byte_perm(odd, kExponents, kBytes02), 0x64086408u);
+    out[2] = sub_f16x2(__byte_perm(even, kExponents, kBytes13), 0x64086408u);
+    out[3] = sub_f16x2(__byte_perm(odd, kExponents, kBytes13), 0x64086408u);
   }
 }
 
@@ -530,11 +530,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
             }
           }
         };
-        switch (p_round_kind_device(pr)) {
-          case PRoundKind::integer: quantize(std::integral_constant<PRoundKind, PRoundKind::integer>{}); break;
-          case PRoundKind::fp32: quantize(std::integral_constant<PRoundKind, PRoundKind::fp32>{}); break;
-          default: quantize(std::integral_constant<PRoundKind, PRoundKind::floating>{}); break;
-        }
+        with_p_round_kind(pr, quantize);
       }
       float row_sum[H];
       if (p.row_sum_exact) {
