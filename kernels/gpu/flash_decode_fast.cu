@@ -44,10 +44,12 @@ namespace {
 
 constexpr const char* kWho = "flash_decode_fast";
 constexpr int kMaxWarps = 4;             // warps of a split block; more blocks per SM give occupancy
-// Shared bytes the warps' regions may take: W = this / one warp's, at most 4. Both fit AMD's 64 KB a
-// block. Measured on the H200 (B=8 Hq=32 Hkv=8 N=32768 d=128, budgets 48/60/96/128 KB): e4m3 V is
-// fastest at 60 KB (0.242 ms: W = 3, 4 blocks an SM), q8_0 / q4_0 at 48 KB (0.397 / 0.317 ms).
-constexpr int warp_budget(DecodeV vf) { return vf == DecodeV::e4m3 ? 60 * 1024 : 48 * 1024; }
+// Shared bytes the warps' regions may take: W = this / one warp's, at most 4. All fit AMD's 64 KB a
+// block. Measured on the H200 (B=8 Hq=32 Hkv=8 N=32768 d=128, `qattn bench gpu`): e4m3 V fastest at
+// 60 KB (W = 3, 4 blocks an SM; budgets 48/60/96/128 KB); q8_0 at 56 KB (W = 3, 4 blocks: 0.236 ms
+// against 0.281 at 48 KB, W = 2 and 6 blocks, and 0.258 at 72 KB, W = 4 and 3 blocks); q4_0, whose
+// V rows are half as wide, at 48 KB (W = 3, 5 blocks: 0.251 ms against 0.261 at 56 KB, W = 4).
+constexpr int warp_budget(DecodeV vf) { return vf == DecodeV::e4m3 ? 60 * 1024 : vf == DecodeV::q8_0 ? 56 * 1024 : 48 * 1024; }
 constexpr int kMaxHeads = 8;
 constexpr int kStep = 16;                // keys per mma k-step
 constexpr int kSpan = 32;                // channels per V span: 2 m-tiles of 16; q8_0 / q4_0 scale groups are whole spans
@@ -63,9 +65,9 @@ QATTN_HD constexpr int heads_per_block(int group_heads) {
 struct FastLayout {
   int q = 0, q_scales = 0, round_max = 0, round_sum = 0, round_alpha = 0;  // block-wide
   int warps_at = 0, warp_bytes = 0;                            // warp w's region at warps_at + w * warp_bytes
-  // Inside a warp region: `stages` tile buffers, then P, the row-sum terms and (q8_0/q4_0) the scaled V scales.
+  // Inside a warp region: `stages` tile buffers, then P and the row-sum terms.
   int k = 0, k_scales = 0, v = 0, v_scales = 0, tile_bytes = 0;  // inside one tile buffer
-  int p = 0, terms = 0, sv = 0;
+  int p = 0, terms = 0;
   int stages = 1, warps = 1, total = 0;
 };
 
@@ -88,18 +90,6 @@ QATTN_HD inline float pick(const float (&a)[N], int i) {  // a[i] without a dyna
 
 // ilogb of a normal float, from its exponent field.
 __device__ inline int exponent_of_normal(float x) { return static_cast<int>((__float_as_uint(x) >> 23) & 0xFFu) - 127; }
-
-// x 2^e as two multiplications by 2^(e/2) and the rest (each a normal float for |e| <= 252). Where
-// x 2^(e/2) is normal (here: x an fp16 value, |e| <= 136 from the bounds on p_exp and the scales),
-// the first is exact and the second rounds once: ldexpf(x, e) (a library call) to the bit.
-struct Pow2 {
-  float a, b;
-  __device__ float scale(float x) const { return x * a * b; }
-};
-__device__ inline Pow2 pow2_factors(int e) {
-  const int ea = e / 2, eb = e - ea;
-  return {__uint_as_float(static_cast<unsigned>(ea + 127) << 23), __uint_as_float(static_cast<unsigned>(eb + 127) << 23)};
-}
 
 // ---- dense tile rows, 16-byte chunks swizzled ----
 // Key r of a tile sits in row row_of(r) (rows permuted within groups of 8), and its chunk c at
@@ -387,7 +377,6 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
   unsigned char* const region = sm + lay.warps_at + warp * lay.warp_bytes;
   float* Pw = reinterpret_cast<float*>(region + lay.p);             // [H][bc]: S, then P
   float* Tw = reinterpret_cast<float*>(region + lay.terms);         // [H][bc]: row-sum terms (sums in key order)
-  float* Sv = reinterpret_cast<float*>(region + lay.sv);            // [spans][bc]: V scales * 2^-E (q8_0 / q4_0)
 
   {
     const uint4* src = reinterpret_cast<const uint4*>(p.q + bh0 * (D / 4));
@@ -557,16 +546,29 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
       wait_tile_part();  // V landed; P written by every lane
       int e_tile = e_fixed;
       if constexpr (kQ) {
-        // The tile's V scales times 2^-E, E from the largest: P * s * 2^-E < 2^kBRange.
-        const std::uint16_t* vs16 = reinterpret_cast<const std::uint16_t*>(buf + lay.v_scales);
-        float smax = 0.0f;
-        for (int k = lane; k < jhi * vgroups; k += kWaveSize) smax = fmaxf(smax, fabsf(decode_fp16_bits(vs16[k])));
-        smax = wave_max(smax);
-        e_tile = smax > 0.0f ? exponent_of_normal(smax) + 1 + p.p_exp - kBRange : e_prev;
-        const Pow2 unit = pow2_factors(-e_tile);
+        // The tile's V scales, key pairs interleaved in place: scale (2q + k, group g) moves to half
+        // 2 (q vgroups + g) + k of the same pair's 4 vgroups bytes, so that P V reads a lane's two
+        // keys of a span as one word, and no region beyond the copy's is needed (a separate scaled
+        // copy took 1 KB a warp at d = 128: the difference between 10 and 12 warps an SM). Scales of
+        // keys from jhi on are zeros (past a tile's rows they were never copied). E from the largest:
+        // P 2^-E s < 2^kBRange.
+        std::uint16_t* vs16 = reinterpret_cast<std::uint16_t*>(buf + lay.v_scales);
+        std::uint32_t max_bits = 0;  // |s|'s bits: finite fp16 magnitudes order as their bits
+        for (int q = lane; 2 * q < bc; q += kWaveSize) {
+          std::uint32_t s0[kSpans], s1[kSpans];  // vgroups <= kSpans (v_group a multiple of kSpan)
 #pragma unroll
-        for (int s = 0; s < kSpans; ++s)
-          for (int j = lane; j < bc; j += kWaveSize) Sv[s * bc + j] = j < jhi ? unit.scale(decode_fp16_bits(vs16[j * vgroups + span_group[s]])) : 0.0f;
+          for (int g = 0; g < kSpans; ++g)
+            if (g < vgroups) {
+              s0[g] = 2 * q < jhi ? vs16[2 * q * vgroups + g] : 0u;
+              s1[g] = 2 * q + 1 < jhi ? vs16[(2 * q + 1) * vgroups + g] : 0u;
+              max_bits = max(max_bits, max(s0[g] & 0x7FFFu, s1[g] & 0x7FFFu));
+            }
+#pragma unroll
+          for (int g = 0; g < kSpans; ++g)
+            if (g < vgroups) reinterpret_cast<std::uint32_t*>(vs16)[q * vgroups + g] = s0[g] | s1[g] << 16;
+        }
+        const float smax = wave_max(decode_fp16_bits(max_bits));
+        e_tile = smax > 0.0f ? exponent_of_normal(smax) + 1 + p.p_exp - kBRange : e_prev;
         wave_sync();
       }
       if (i >= W) {  // a previous tile of this warp: rescale (alpha between this warp's tiles, and the power of two)
@@ -591,7 +593,8 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
       // O += V^T P over the tile's keys, 16 at a time.
       const unsigned char* vrows = buf + lay.v;
       const int steps = (jhi + kStep - 1) / kStep;
-      const float p_unit = ldexpf(1.0f, -e_tile);
+      const float p_unit = ldexpf(1.0f, -e_tile);  // a normal float: |e_tile| <= 126 (plan_fast's bound on the multiplier)
+      const std::uint32_t* vs_pairs = reinterpret_cast<const std::uint32_t*>(buf + lay.v_scales);  // q8_0 / q4_0, interleaved above
 #if defined(QATTN_GPU_CUDA)
       if (pv_lane) {
         const float* prow = Pw + (g < H ? g : 0) * bc;
@@ -609,10 +612,13 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
         for (int step = 0; step < steps; ++step) {
           const int k0 = step * kStep + 2 * t;
           const int row0 = step * kStep * kVRow;
-          const float2 pa = head_lane ? *reinterpret_cast<const float2*>(prow + k0) : make_float2(0.0f, 0.0f);
-          const float2 pb = head_lane ? *reinterpret_cast<const float2*>(prow + k0 + 8) : make_float2(0.0f, 0.0f);
+          float2 pa = head_lane ? *reinterpret_cast<const float2*>(prow + k0) : make_float2(0.0f, 0.0f);
+          float2 pb = head_lane ? *reinterpret_cast<const float2*>(prow + k0 + 8) : make_float2(0.0f, 0.0f);
           std::uint32_t bhi[2] = {0, 0}, blo[2] = {0, 0};
-          if constexpr (!kQ) {
+          if constexpr (kQ) {  // P 2^-E: exact (a power of two), so P 2^-E s below rounds once, as P (s 2^-E)
+            pa = make_float2(pa.x * p_unit, pa.y * p_unit);
+            pb = make_float2(pb.x * p_unit, pb.y * p_unit);
+          } else {
             if (p.p_exact) {
               bhi[0] = pack_f16x2(pa.x, pa.y);
               bhi[1] = pack_f16x2(pb.x, pb.y);
@@ -626,7 +632,8 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
             const std::uint32_t w0 = v_word_at<VF>(vk[s][0] + row0), w1 = v_word_at<VF>(vk[s][1] + row0);
             const std::uint32_t w8 = v_word_at<VF>(vk[s][0] + row0 + kSwizzleRows * kVRow), w9 = v_word_at<VF>(vk[s][1] + row0 + kSwizzleRows * kVRow);
             if constexpr (kQ) {
-              const float2 sa = *reinterpret_cast<const float2*>(Sv + s * bc + k0), sb = *reinterpret_cast<const float2*>(Sv + s * bc + k0 + 8);
+              const float2 sa = unpack_f16x2(vs_pairs[(k0 / 2) * vgroups + span_group[s]]);
+              const float2 sb = unpack_f16x2(vs_pairs[(k0 / 2 + kStep / 4) * vgroups + span_group[s]]);
               split_f16x2(pa.x * sa.x, pa.y * sa.y, bhi[0], blo[0]);
               split_f16x2(pb.x * sb.x, pb.y * sb.y, bhi[1], blo[1]);
             }
@@ -649,8 +656,9 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
           const float p0 = h0 < H ? Pw[h0 * bc + j] : 0.0f, p1 = h1 < H ? Pw[h1 * bc + j] : 0.0f;
 #pragma unroll
           for (int s = 0; s < kSpans; ++s) {
-            const float unit = kQ ? Sv[s * bc + j] : p_unit;
-            const float b0 = p0 * unit, b1 = p1 * unit;
+            const float2 sj = kQ ? unpack_f16x2(vs_pairs[(j / 2) * vgroups + span_group[s]]) : make_float2(1.0f, 1.0f);
+            const float unit = j % 2 == 0 ? sj.x : sj.y;
+            const float b0 = p0 * p_unit * unit, b1 = p1 * p_unit * unit;
             const std::uint32_t w = v_word<VF, D>(vrows, j, s, g);
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
@@ -758,9 +766,9 @@ FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, D
   };
   L.q = take(h * d);
   L.q_scales = take(4 * h * groups);
-  L.round_max = take(4 * kMaxWarps * kMaxHeads);
-  L.round_sum = take(4 * kMaxWarps * kMaxHeads);
-  L.round_alpha = take(4 * kMaxWarps * kMaxHeads);
+  L.round_max = take(4 * warps * kMaxHeads);
+  L.round_sum = take(4 * warps * kMaxHeads);
+  L.round_alpha = take(4 * warps * kMaxHeads);
   L.warps_at = off;
   int w = 0;
   const auto wtake = [&](int bytes) {
@@ -771,12 +779,11 @@ FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, D
   L.k = wtake(bc * d);  // dense rows, chunks swizzled
   L.k_scales = wtake(bc * groups * k_scale_bytes);
   L.v = wtake(bc * v_row);
-  L.v_scales = wtake(vf == DecodeV::e4m3 ? 0 : bc * (d / v_group) * 2);
+  L.v_scales = wtake(vf == DecodeV::e4m3 ? 0 : bc * (d / v_group) * 2);  // bc is even: whole key pairs (the kernel's interleave)
   L.tile_bytes = w;
   w = stages * L.tile_bytes;
   L.p = wtake(4 * h * bc);
   L.terms = wtake(in_order_sums ? 4 * h * bc : 0);  // only where the row sums run key by key
-  L.sv = wtake(vf == DecodeV::e4m3 ? 0 : 4 * (d / kSpan) * bc);
   L.warp_bytes = std::max(w, up16(4 * h * d));  // after the last tile, a warp's region holds its [H][d] sums
   L.warps = warps;
   L.stages = stages;
@@ -813,9 +820,11 @@ FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim
                    denominator_quantized, block_k, split_k);
   p.chunks = group_heads / h;
   p.p_exact = p_exact_in_fp16(p_format);
-  // B's powers of two (2^(15 - p_exp) and the scales') must stay finite floats.
-  require(std::ilogb(p_multiplier) >= -100 && std::ilogb(p_multiplier) <= 100,
-          "the P multiplier " + std::to_string(p_multiplier) + " must lie in [2^-100, 2^101)", kWho);
+  // B's power of two 2^-E must be a normal float: E = p_exp - 15 (e4m3 V), or p_exp - 14 plus the
+  // exponent of the tile's largest fp16 scale, in [-24, 15] (q8_0 / q4_0): E in [p_exp - 38,
+  // p_exp + 1], inside [-126, 126] for p_exp = ilogb + 2 in [-88, 102].
+  require(std::ilogb(p_multiplier) >= -90 && std::ilogb(p_multiplier) <= 100,
+          "the P multiplier " + std::to_string(p_multiplier) + " must lie in [2^-90, 2^101)", kWho);
   p.p_exp = std::ilogb(p_multiplier) + 2;  // P <= round(multiplier) < 2 * multiplier
   // The warp count is numerics (each warp sums its own tiles): a function of the recipe and the shape
   // (V format, head dim, tile, whether row sums are exact), never of tuning.

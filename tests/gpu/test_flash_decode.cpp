@@ -211,6 +211,9 @@ void shapes_masks_and_recipes(const Check& check) {
     r = decode_recipe(DecodeV::q8_0, 4);
     r.q.spec.block = r.k.spec.block = 64;
     check(p, r, "Q/K group 64, split 4, q8_0 V");
+    r = decode_recipe(DecodeV::q4_0, 4);  // the fast path: two spans share a key's scale
+    r.v.spec.block = 64;
+    check(p, r, "V group 64, split 4, q4_0 V");
     r = decode_recipe(DecodeV::q8_0, 4, KScales::packed16, FormatId::int8);
     check(p, r, "int8 P (127), split 4, q8_0 V");
     r = decode_recipe(DecodeV::e4m3, 4);
