@@ -88,6 +88,28 @@ QATTN_HD inline float pick(const float (&a)[N], int i) {  // a[i] without a dyna
   return r;
 }
 
+// H consecutive floats of shared memory (16-byte aligned) in as few reads as H allows.
+template <int H>
+__device__ inline void load_heads(const float* at, float (&x)[H]) {
+  if constexpr (H % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < H / 4; ++i) {
+      const float4 v = reinterpret_cast<const float4*>(at)[i];
+      x[4 * i] = v.x;
+      x[4 * i + 1] = v.y;
+      x[4 * i + 2] = v.z;
+      x[4 * i + 3] = v.w;
+    }
+  } else if constexpr (H == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(at);
+    x[0] = v.x;
+    x[1] = v.y;
+  } else {
+#pragma unroll
+    for (int i = 0; i < H; ++i) x[i] = at[i];
+  }
+}
+
 // ilogb of a normal float, from its exponent field.
 __device__ inline int exponent_of_normal(float x) { return static_cast<int>((__float_as_uint(x) >> 23) & 0xFFu) - 127; }
 
@@ -482,18 +504,29 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
     }
     __syncthreads();
 
-    // The running max before and after this warp's tile; m_run after the round.
+    // The running max before and after this warp's tile (read only by an active warp); m_run after
+    // the round. max is exact and order-free, so the tiles' maxima are folded in any order: the
+    // warps' rows unrolled (at most kMaxWarps), each row one vector read (the rolled loop over
+    // in_round with its per-warp selects took about 130 instructions a tile, ncu on the H200).
     float m_old[H], m_new[H];
 #pragma unroll
-    for (int h = 0; h < H; ++h) {
-      float m = m_run[h];
-      m_old[h] = m_new[h] = -INFINITY;
-      for (int w = 0; w < in_round; ++w) {
-        if (w == warp) m_old[h] = m;
-        m = fmaxf(m, round_max[w * kMaxHeads + h]);
-        if (w == warp) m_new[h] = m;
+    for (int h = 0; h < H; ++h) m_old[h] = m_run[h];
+#pragma unroll
+    for (int w = 0; w < kMaxWarps; ++w)
+      if (w < in_round) {
+        float x[H];
+        load_heads(round_max + w * kMaxHeads, x);
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          if (w < warp) m_old[h] = fmaxf(m_old[h], x[h]);
+          m_run[h] = fmaxf(m_run[h], x[h]);
+        }
       }
-      m_run[h] = m;
+    {
+      float own[H];
+      load_heads(round_max + min(warp, in_round - 1) * kMaxHeads, own);
+#pragma unroll
+      for (int h = 0; h < H; ++h) m_new[h] = fmaxf(m_old[h], own[h]);
     }
     if (active) {
 
@@ -572,9 +605,12 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
         wave_sync();
       }
       if (i >= W) {  // a previous tile of this warp: rescale (alpha between this warp's tiles, and the power of two)
+        // 2^(e_prev - e_tile) is a normal float (|e_prev - e_tile| <= 39 from E's range), so the
+        // product is ldexpf's result to the bit, without the library call.
+        const float to_tile = __uint_as_float(static_cast<unsigned>(127 + e_prev - e_tile) << 23);
         float f[H];
 #pragma unroll
-        for (int h = 0; h < H; ++h) f[h] = ldexpf(m_prev[h] == -INFINITY ? 0.0f : exp2f(m_prev[h] - m_new[h]), e_prev - e_tile);
+        for (int h = 0; h < H; ++h) f[h] = (m_prev[h] == -INFINITY ? 0.0f : exp2f(m_prev[h] - m_new[h])) * to_tile;
         const float f0 = pick(f, 2 * t), f1 = pick(f, 2 * t + 1);
 #pragma unroll
         for (int s = 0; s < kSpans; ++s)
@@ -679,10 +715,16 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
     }
     __syncthreads();
 
-    // l through the round's tiles, as the reference chains it: l = alpha * l + row sum.
+    // l through the round's tiles, as the reference chains it: l = alpha * l + row sum, tile by tile.
 #pragma unroll
-    for (int h = 0; h < H; ++h)
-      for (int w = 0; w < in_round; ++w) l_run[h] = round_alpha[w * kMaxHeads + h] * l_run[h] + round_sum[w * kMaxHeads + h];
+    for (int w = 0; w < kMaxWarps; ++w)
+      if (w < in_round) {
+        float alpha[H], sum[H];
+        load_heads(round_alpha + w * kMaxHeads, alpha);
+        load_heads(round_sum + w * kMaxHeads, sum);
+#pragma unroll
+        for (int h = 0; h < H; ++h) l_run[h] = alpha[h] * l_run[h] + sum[h];
+      }
   }
 
   // The warps' sums to the split's max, added in warp order through shared memory (the regions, idle now).
