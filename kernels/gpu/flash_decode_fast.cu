@@ -4,12 +4,13 @@
 // Kernel 1, one block per (split, kv head x head chunk, batch), serving H query heads of the GQA
 // group (H = 8, 4, 2 or 1, the largest dividing the group). The split's key tiles go to the block's
 // W warps in rounds (tile r0 + w to warp w); a warp copies (its own cp.async groups, K and V apart),
-// scores and accumulates its own tile, so a round costs two block barriers, not three per tile:
+// scores and accumulates its own tile, so a round costs one block barrier, not three per tile:
 //   S = (sum over scale blocks of fp32(int dot) * (sq * sk)) * c       one lane per key, dp4a
 //   [barrier] m_i = max(m_{i-1}, max S), in tile order                  every warp alike
 //   P = round(exp2(S - m_i) * multiplier), row sums                      one lane per key
 //   O_w = O_w * exp2(m_prev - m_i) + V^T P                               mma.sync, fp32 accumulators
-//   [barrier] l_i = alpha_i * l_{i-1} + sum P, in tile order             every warp alike
+//   l_i = alpha_i * l_{i-1} + sum P, in tile order, after the next       every warp alike
+//   round's barrier (or the last one's)
 // So the running max, P's codes and l are the reference's (decode_shared.hpp), and only P V's fp32
 // rounding differs: each warp sums its own tiles (mma accumulation), rescaled from its previous
 // tile's max, and the warps' sums are added in warp order at the end.
@@ -393,9 +394,10 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
 
   std::int8_t* qs = reinterpret_cast<std::int8_t*>(sm + lay.q);   // [H][D]
   float* qsc = reinterpret_cast<float*>(sm + lay.q_scales);         // [H][groups]
-  float* round_max = reinterpret_cast<float*>(sm + lay.round_max);      // [W][kMaxHeads]: each tile's max in a round
-  float* round_sum = reinterpret_cast<float*>(sm + lay.round_sum);      // its row sums
-  float* round_alpha = reinterpret_cast<float*>(sm + lay.round_alpha);  // its exp2(m_before - m_after)
+  // [2][W][kMaxHeads], by round parity: each tile's max in a round, its row sums, its exp2(m_before - m_after).
+  float* const round_max0 = reinterpret_cast<float*>(sm + lay.round_max);
+  float* const round_sum0 = reinterpret_cast<float*>(sm + lay.round_sum);
+  float* const round_alpha0 = reinterpret_cast<float*>(sm + lay.round_alpha);
   unsigned char* const region = sm + lay.warps_at + warp * lay.warp_bytes;
   float* Pw = reinterpret_cast<float*>(region + lay.p);             // [H][bc]: S, then P
   float* Tw = reinterpret_cast<float*>(region + lay.terms);         // [H][bc]: row-sum terms (sums in key order)
@@ -464,11 +466,32 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
     l_run[h] = 0.0f;
   }
 
-  // Rounds of W tiles, tile r0 + w to warp w. Two block barriers a round: after the tiles' maxima
-  // (each warp then takes the running max through its tile, in tile order) and after their row sums
-  // and P V (each warp then chains l over the round's tiles, in tile order).
-  for (int r0 = 0, slot = 0; r0 < tiles; r0 += W, slot = slot + 1 == stages ? 0 : slot + 1) {
+  // l through a round's tiles, as the reference chains it: l = alpha * l + row sum, tile by tile.
+  const auto chain_l = [&](int parity, int in_round) {
+    const float* round_sum = round_sum0 + parity * W * kMaxHeads;
+    const float* round_alpha = round_alpha0 + parity * W * kMaxHeads;
+#pragma unroll
+    for (int w = 0; w < kMaxWarps; ++w)
+      if (w < in_round) {
+        float alpha[H], sum[H];
+        load_heads(round_alpha + w * kMaxHeads, alpha);
+        load_heads(round_sum + w * kMaxHeads, sum);
+#pragma unroll
+        for (int h = 0; h < H; ++h) l_run[h] = alpha[h] * l_run[h] + sum[h];
+      }
+  };
+
+  // Rounds of W tiles, tile r0 + w to warp w. One block barrier a round, after the tiles' maxima:
+  // each warp then chains l through the previous round's tiles (their row sums were written before
+  // it) and takes the running max through its own tile, in tile order. The round arrays alternate by
+  // parity, so a warp ahead writes the next round's into the other half while others still read
+  // these (a second barrier a round, after the row sums, cost 0.35-0.47 stall cycles an instruction).
+  int parity = 0;
+  for (int r0 = 0, slot = 0; r0 < tiles; r0 += W, slot = slot + 1 == stages ? 0 : slot + 1, parity ^= 1) {
     const int i = r0 + warp, in_round = min(W, tiles - r0);
+    float* const round_max = round_max0 + parity * W * kMaxHeads;
+    float* const round_sum = round_sum0 + parity * W * kMaxHeads;
+    float* const round_alpha = round_alpha0 + parity * W * kMaxHeads;
     const bool active = i < tiles;
     unsigned char* const buf = region + slot * lay.tile_bytes;
     const int j0 = (st.ta + i) * bc;
@@ -503,6 +526,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
         for (int h = 0; h < H; ++h) round_max[warp * kMaxHeads + h] = tmax[h];
     }
     __syncthreads();
+    if (r0 > 0) chain_l(parity ^ 1, W);  // every round but the last is full
 
     // The running max before and after this warp's tile (read only by an active warp); m_run after
     // the round. max is exact and order-free, so the tiles' maxima are folded in any order: the
@@ -713,23 +737,12 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
       wave_sync();  // V and P read by every lane: the buffer may refill
       issue_v(i + stages * W, buf);
     }
-    __syncthreads();
-
-    // l through the round's tiles, as the reference chains it: l = alpha * l + row sum, tile by tile.
-#pragma unroll
-    for (int w = 0; w < kMaxWarps; ++w)
-      if (w < in_round) {
-        float alpha[H], sum[H];
-        load_heads(round_alpha + w * kMaxHeads, alpha);
-        load_heads(round_sum + w * kMaxHeads, sum);
-#pragma unroll
-        for (int h = 0; h < H; ++h) l_run[h] = alpha[h] * l_run[h] + sum[h];
-      }
   }
 
   // The warps' sums to the split's max, added in warp order through shared memory (the regions, idle now).
   async_wait<0>();
   __syncthreads();
+  if (tiles > 0) chain_l(parity ^ 1, tiles - (tiles - 1) / W * W);  // the last round's tiles
   const float(&m_final)[H] = m_run;
   const float(&l_final)[H] = l_run;
   float* red = reinterpret_cast<float*>(sm + lay.warps_at);  // [W][H][D]
@@ -808,9 +821,9 @@ FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, D
   };
   L.q = take(h * d);
   L.q_scales = take(4 * h * groups);
-  L.round_max = take(4 * warps * kMaxHeads);
-  L.round_sum = take(4 * warps * kMaxHeads);
-  L.round_alpha = take(4 * warps * kMaxHeads);
+  L.round_max = take(2 * 4 * warps * kMaxHeads);  // two rounds' worth: by parity
+  L.round_sum = take(2 * 4 * warps * kMaxHeads);
+  L.round_alpha = take(2 * 4 * warps * kMaxHeads);
   L.warps_at = off;
   int w = 0;
   const auto wtake = [&](int bytes) {
