@@ -265,9 +265,11 @@ __device__ inline void write_state(const SplitParams& p, long bh0, int heads, in
   }
 }
 
-// P of one key for H query heads ([bc][H] in shared memory), in as few loads as its alignment allows.
+// H consecutive floats of shared memory (one per query head: P of one key, a tile's maxima), in as
+// few loads as H allows; src is 16-byte aligned where H is a multiple of 4, 8-byte where H = 2.
 template <int H>
-__device__ inline void load_p(const float* src, float (&pj)[H]) {
+__device__ inline void load_heads(const float* src, float (&pj)[H]) {
+  static_assert(H == 1 || H == 2 || H % 4 == 0, "heads a block serves: 1, 2, 4 or 8");
   if constexpr (H % 4 == 0) {
 #pragma unroll
     for (int k = 0; k < H / 4; ++k) {

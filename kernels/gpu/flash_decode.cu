@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kMaxThreads, 4) decode_split_kernel(Params p) 
         }
         const float* pr = P + jj * G + g0;
         float pj[H];
-        load_p<H>(pr, pj);
+        load_heads<H>(pr, pj);
 #pragma unroll
         for (int h = 0; h < H; ++h) acc[h] = kFused ? fmaf(pj[h], v, acc[h]) : acc[h] + pj[h] * v;
       }

@@ -89,28 +89,6 @@ QATTN_HD inline float pick(const float (&a)[N], int i) {  // a[i] without a dyna
   return r;
 }
 
-// H consecutive floats of shared memory (16-byte aligned) in as few reads as H allows.
-template <int H>
-__device__ inline void load_heads(const float* at, float (&x)[H]) {
-  if constexpr (H % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < H / 4; ++i) {
-      const float4 v = reinterpret_cast<const float4*>(at)[i];
-      x[4 * i] = v.x;
-      x[4 * i + 1] = v.y;
-      x[4 * i + 2] = v.z;
-      x[4 * i + 3] = v.w;
-    }
-  } else if constexpr (H == 2) {
-    const float2 v = *reinterpret_cast<const float2*>(at);
-    x[0] = v.x;
-    x[1] = v.y;
-  } else {
-#pragma unroll
-    for (int i = 0; i < H; ++i) x[i] = at[i];
-  }
-}
-
 // ilogb of a normal float, from its exponent field.
 __device__ inline int exponent_of_normal(float x) { return static_cast<int>((__float_as_uint(x) >> 23) & 0xFFu) - 127; }
 
@@ -622,15 +600,19 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
             }
 #pragma unroll
           for (int g = 0; g < kSpans; ++g)
-            if (g < vgroups) reinterpret_cast<std::uint32_t*>(vs16)[q * vgroups + g] = s0[g] | s1[g] << 16;
+            if (g < vgroups) {  // 16-bit stores, as the reads: no access of another type to order against
+              vs16[2 * (q * vgroups + g)] = static_cast<std::uint16_t>(s0[g]);
+              vs16[2 * (q * vgroups + g) + 1] = static_cast<std::uint16_t>(s1[g]);
+            }
         }
         const float smax = wave_max(decode_fp16_bits(max_bits));
         e_tile = smax > 0.0f ? exponent_of_normal(smax) + 1 + p.p_exp - kBRange : e_prev;
         wave_sync();
       }
       if (i >= W) {  // a previous tile of this warp: rescale (alpha between this warp's tiles, and the power of two)
-        // 2^(e_prev - e_tile) is a normal float (|e_prev - e_tile| <= 39 from E's range), so the
-        // product is ldexpf's result to the bit, without the library call.
+        // 2^(e_prev - e_tile) is a normal float (E lies in [p_exp - 38, p_exp + 1], inside [-126, 103]
+        // by plan_fast's bound, or is the initial 0: the difference is at most 126 either way), so
+        // the product is ldexpf's result to the bit, without the library call.
         const float to_tile = __uint_as_float(static_cast<unsigned>(127 + e_prev - e_tile) << 23);
         float f[H];
 #pragma unroll
@@ -878,8 +860,10 @@ FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim
   // B's power of two 2^-E must be a normal float: E = p_exp - 15 (e4m3 V), or p_exp - 14 plus the
   // exponent of the tile's largest fp16 scale, in [-24, 15] (q8_0 / q4_0): E in [p_exp - 38,
   // p_exp + 1], inside [-126, 126] for p_exp = ilogb + 2 in [-88, 102].
-  require(std::ilogb(p_multiplier) >= -90 && std::ilogb(p_multiplier) <= 100,
-          "the P multiplier " + std::to_string(p_multiplier) + " must lie in [2^-90, 2^101)", kWho);
+  const int lowest = vf == DecodeV::e4m3 ? -100 : -90;
+  require(std::ilogb(p_multiplier) >= lowest && std::ilogb(p_multiplier) <= 100,
+          "the P multiplier " + std::to_string(p_multiplier) + " must lie in [2^" + std::to_string(lowest) + ", 2^101) for " + decode_v_name(vf) + " V",
+          kWho);
   p.p_exp = std::ilogb(p_multiplier) + 2;  // P <= round(multiplier) < 2 * multiplier
   // The warp count is numerics (each warp sums its own tiles): a function of the recipe and the shape
   // (V format, head dim, tile, whether row sums are exact), never of tuning.

@@ -385,8 +385,8 @@ TEST_CASE("decode fast vs emulator: a batch of caches of different lengths", "[g
 }
 
 TEST_CASE("decode fast vs emulator: a long cache, many tiles per warp", "[gpu][decode][decode_fast]") {
-  // 16384 keys, split 3: 86 tiles a split, about 21 per warp of four, so every warp rescales its sums
-  // many times and waits on the others' running max and row sums at every tile.
+  // 16384 keys, split 3: 86 tiles a split, about 29 per warp of three (d = 128), so every warp
+  // rescales its sums many times and meets the others' running max and row sums every round.
   const std::uint64_t seed = std::random_device{}();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   const Problem p = decode_problem(8, 2, 16384, 128, seed);
