@@ -69,6 +69,7 @@ struct FastLayout {
   // Inside a warp region: `stages` tile buffers, then P and the row-sum terms.
   int k = 0, k_scales = 0, v = 0, v_scales = 0, tile_bytes = 0;  // inside one tile buffer
   int p = 0, terms = 0;
+  int p_stride = 0;  // floats from one head's row of P to the next: bc + 8, so that the heads' rows start 8 banks apart
   int stages = 1, warps = 1, total = 0;
 };
 
@@ -220,11 +221,21 @@ __device__ inline void copy_v(const P& p, unsigned char* buf, long key0, int row
 
 // ---- scores: one lane per key, all H heads at once ----
 
+// Key j's scale of K group gi (fp16, or fp32 where a scale is not an fp16 value).
+__device__ inline float key_scale(const SplitParams& p, const unsigned char* ks, int j, int gi) {
+  const unsigned char* s = ks + (j * p.groups + gi) * p.k_scale_bytes;
+  return p.k_scale_bytes == 2 ? decode_fp16_bits(*reinterpret_cast<const std::uint16_t*>(s)) : *reinterpret_cast<const float*>(s);
+}
+
 // S for keys ja and jb of the tile (each -inf unless visible): the reference's raw_score per
-// (head, key) times c, with Q's 16-byte pieces loaded once for both keys. The pieces are unrolled
-// (D / 16 of them) and a K scale group's integer dots are turned into its float terms once the
-// group's last piece is in, groups in order as the reference adds them: every Q read is a constant
-// offset, and a K read one XOR from the row's first chunk.
+// (head, key) times c, with Q's 16-byte pieces loaded once for both keys. A K scale group's integer
+// dots are turned into its float terms once the group's last piece is in, groups in order as the
+// reference adds them; a K read is one XOR from the row's first chunk. The pieces (D / 16) run as a
+// loop, not unrolled: unrolled they were about 820 of the 2150 instructions a tile runs through (34
+// KB of code for the q4_0 kernel at d = 128). Rolled (with the nibble widening below), ncu on the
+// H200 counted the instruction-cache stall at 0.28 cycles an issued instruction instead of 0.70
+// (q4_0 V; 105.8M warp instructions instead of 101.1M), and the loop alone made q8_0 and q4_0 V
+// 4-5% faster, e4m3 V no slower (an A/B on one machine: PERF.md, version 6).
 template <int D, int H>
 __device__ inline void score_two_keys(const SplitParams& p, const FastLayout& lay, const std::int8_t* qs, const float* qsc, const unsigned char* buf,
                                       int ja, int jb, bool va, bool vb, float (&sa)[H], float (&sb)[H]) {
@@ -244,7 +255,7 @@ __device__ inline void score_two_keys(const SplitParams& p, const FastLayout& la
     da[h] = db[h] = 0;
   }
   int gi = 0, in_group = 0;
-#pragma unroll
+#pragma unroll 1
   for (int v = 0; v < kPieces; ++v) {
     const int at = at_a ^ (16 * v);  // chunk_offset<D>(ja, v) (xor_chunks_from_first)
     const uint4 x = *reinterpret_cast<const uint4*>(kbase + at);
@@ -263,11 +274,7 @@ __device__ inline void score_two_keys(const SplitParams& p, const FastLayout& la
     }
     if (++in_group == per_group) {  // the group's last piece (the same for every lane)
       in_group = 0;
-      const auto key_scale = [&](int j) {
-        const unsigned char* s = ks + (j * p.groups + gi) * p.k_scale_bytes;
-        return p.k_scale_bytes == 2 ? decode_fp16_bits(*reinterpret_cast<const std::uint16_t*>(s)) : *reinterpret_cast<const float*>(s);
-      };
-      const float ska = key_scale(ja), skb = key_scale(kb);
+      const float ska = key_scale(p, ks, ja, gi), skb = key_scale(p, ks, kb, gi);
 #pragma unroll
       for (int h = 0; h < H; ++h) {
         const float sq = qsc[h * p.groups + gi];
@@ -318,6 +325,12 @@ __device__ inline std::uint32_t sub_f16x2(std::uint32_t a, std::uint32_t b) {  /
   return r;
 }
 
+__device__ inline std::uint32_t fma_f16x2(std::uint32_t a, std::uint32_t b, std::uint32_t c) {  // exact where used: a small integer results
+  std::uint32_t r;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+
 // The lane's four channels of two keys (words w0, w1) as four fp16 pairs, exactly: out[c] holds
 // channel c of w0's key in the low half and of w1's key in the high half (one A register). One byte
 // permute gathers two channels' pairs, so each pair costs a convert (e4m3) or a permute against
@@ -326,7 +339,7 @@ template <DecodeV VF>
 __device__ inline void widen_keys(std::uint32_t w0, std::uint32_t w1, std::uint32_t (&out)[4]) {
   constexpr std::uint32_t kExponents = 0x64646464u;  // fp16 1024's high byte, for every byte permute below
   // Selectors for __byte_perm(x, kExponents, sel): two bytes of x, each under a 0x64 byte.
-  constexpr std::uint32_t kBytes01 = 0x4140u, kBytes23 = 0x4342u, kBytes02 = 0x4240u, kBytes13 = 0x4341u;
+  constexpr std::uint32_t kBytes01 = 0x4140u, kBytes23 = 0x4342u;
   if constexpr (VF == DecodeV::e4m3) {
     const std::uint32_t c01 = __byte_perm(w0, w1, 0x5140u), c23 = __byte_perm(w0, w1, 0x7362u);  // [w0.c, w1.c, w0.c+1, w1.c+1]
     widen_e4m3x4(c01, out[0], out[1]);
@@ -340,13 +353,17 @@ __device__ inline void widen_keys(std::uint32_t w0, std::uint32_t w1, std::uint3
     out[2] = sub_f16x2(__byte_perm(c23, kExponents, kBytes01), 0x64806480u);
     out[3] = sub_f16x2(__byte_perm(c23, kExponents, kBytes23), 0x64806480u);
   } else {
-    // Nibble c of each 16-bit word (low nibble first), sign flipped: code + 8 under 1024; minus 1032.
-    const std::uint32_t x = (w0 | (w1 << 16)) ^ 0x88888888u;
-    const std::uint32_t even = x & 0x0F0F0F0Fu, odd = (x >> 4) & 0x0F0F0F0Fu;  // [w0.c, w0.c+2, w1.c, w1.c+2], c = 0 / 1
-    out[0] = sub_f16x2(__byte_perm(even, kExponents, kBytes02), 0x64086408u);
-    out[1] = sub_f16x2(__byte_perm(odd, kExponents, kBytes02), 0x64086408u);
-    out[2] = sub_f16x2(__byte_perm(even, kExponents, kBytes13), 0x64086408u);
-    out[3] = sub_f16x2(__byte_perm(odd, kExponents, kBytes13), 0x64086408u);
+    // Nibble c of each 16-bit word (low nibble first): one logic op keeps a nibble with its sign bit
+    // flipped (the code + 8) under fp16 1024's exponent, m ? x ^ e : e bit by bit = e ^ (x & m),
+    // leaving 1024 + code + 8 (nibbles 0, 2: minus 1032) or 1024 + 16 (code + 8) (nibbles 1, 3:
+    // times 2^-4, minus 72), each exact. (Masks, then byte permutes under 0x64, then a subtraction
+    // each took three more instructions a call.)
+    const std::uint32_t x = __byte_perm(w0, w1, 0x5410u), y = x >> 8;  // nibbles 0, 1 of both words; 2, 3 in y
+    constexpr std::uint32_t kLow = 0x000F000Fu, kHigh = 0x00F000F0u, kLowE = 0x64086408u, kHighE = 0x64806480u;
+    out[0] = sub_f16x2(kLowE ^ (x & kLow), 0x64086408u);
+    out[1] = fma_f16x2(kHighE ^ (x & kHigh), 0x2C002C00u, 0xD480D480u);  // 2^-4, -72
+    out[2] = sub_f16x2(kLowE ^ (y & kLow), 0x64086408u);
+    out[3] = fma_f16x2(kHighE ^ (y & kHigh), 0x2C002C00u, 0xD480D480u);
   }
 }
 
@@ -380,7 +397,8 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
   float* const round_sum0 = reinterpret_cast<float*>(sm + lay.round_sum);
   float* const round_alpha0 = reinterpret_cast<float*>(sm + lay.round_alpha);
   unsigned char* const region = sm + lay.warps_at + warp * lay.warp_bytes;
-  float* Pw = reinterpret_cast<float*>(region + lay.p);             // [H][bc]: S, then P
+  float* Pw = reinterpret_cast<float*>(region + lay.p);             // [H][p_stride]: S, then P
+  const int ps = lay.p_stride;
   float* Tw = reinterpret_cast<float*>(region + lay.terms);         // [H][bc]: row-sum terms (sums in key order)
 
   {
@@ -480,21 +498,21 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
     const int jlo = max(st.lo - j0, 0), jhi = min(st.hi - j0, bc);
 
     // S = Q K^T, the tile's max per head.
-    float tmax[H];
-#pragma unroll
-    for (int h = 0; h < H; ++h) tmax[h] = -INFINITY;
     if (active) {
       wait_tile_part();
+      float tmax[H];
+#pragma unroll
+      for (int h = 0; h < H; ++h) tmax[h] = -INFINITY;
       for (int ja = lane; ja < bc; ja += 2 * kWaveSize) {
         const int jb = ja + kWaveSize;
         float sa[H], sb[H];
         score_two_keys<D, H>(p, lay, qs, qsc, buf, ja, jb, ja >= jlo && ja < jhi, jb >= jlo && jb < jhi, sa, sb);
 #pragma unroll
         for (int h = 0; h < H; ++h) {
-          Pw[h * bc + ja] = sa[h];
+          Pw[h * ps + ja] = sa[h];
           tmax[h] = fmaxf(tmax[h], sa[h]);
           if (jb < bc) {
-            Pw[h * bc + jb] = sb[h];
+            Pw[h * ps + jb] = sb[h];
             tmax[h] = fmaxf(tmax[h], sb[h]);
           }
         }
@@ -548,10 +566,10 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
           for (int jj = lane; jj < bc; jj += kWaveSize) {
 #pragma unroll
             for (int h = 0; h < H; ++h) {
-              const float s = Pw[h * bc + jj];
+              const float s = Pw[h * ps + jj];
               const float pf = s == -INFINITY ? 0.0f : exp2f(s - m_new[h]);
               const float pq = round_p_as<decltype(kind)::value>(pr, pf * p_mult);
-              Pw[h * bc + jj] = pq;
+              Pw[h * ps + jj] = pq;
               const float term = quantized_sum ? pq : pf;
               part[h] += term;
               if (!exact_sum) Tw[h * bc + jj] = term;
@@ -642,7 +660,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
       const std::uint32_t* vs_pairs = reinterpret_cast<const std::uint32_t*>(buf + lay.v_scales);  // q8_0 / q4_0, interleaved above
 #if defined(QATTN_GPU_CUDA)
       if (pv_lane) {
-        const float* prow = Pw + (g < H ? g : 0) * bc;
+        const float* prow = Pw + (g < H ? g : 0) * ps;
         const bool head_lane = g < H;
         // The lane's V words of keys 2t and 2t + 1 per span: keys 2t + 8 and 2t + 9 sit kSwizzleRows
         // rows later and step s's keys 16 s rows later at the same offsets (the layout repeats every
@@ -698,7 +716,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
       if (pv_lane) {  // the same sums as fp32 FMAs: lane (g, t) reads every key of its channels and heads
         const int h0 = 2 * t, h1 = 2 * t + 1;
         for (int j = 0; j < steps * kStep; ++j) {
-          const float p0 = h0 < H ? Pw[h0 * bc + j] : 0.0f, p1 = h1 < H ? Pw[h1 * bc + j] : 0.0f;
+          const float p0 = h0 < H ? Pw[h0 * ps + j] : 0.0f, p1 = h1 < H ? Pw[h1 * ps + j] : 0.0f;
 #pragma unroll
           for (int s = 0; s < kSpans; ++s) {
             const float2 sj = kQ ? unpack_f16x2(vs_pairs[(j / 2) * vgroups + span_group[s]]) : make_float2(1.0f, 1.0f);
@@ -822,7 +840,11 @@ FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, D
   L.v_scales = wtake(vf == DecodeV::e4m3 ? 0 : bc * (d / v_group) * 2);  // bc is even: whole key pairs (the kernel's interleave)
   L.tile_bytes = w;
   w = stages * L.tile_bytes;
-  L.p = wtake(4 * h * bc);
+  // P's rows 8 floats apart in banks (bc is a multiple of 32): P V's reads of keys 2t, 2t + 1 by
+  // heads g = 0..3 fall on distinct banks (with rows bc apart they were 4-way conflicts at H = 4),
+  // and the matrix-unit scores' stores of heads 2t, 2t + 1 as well.
+  L.p_stride = bc + 8;
+  L.p = wtake(4 * h * L.p_stride);
   L.terms = wtake(in_order_sums ? 4 * h * bc : 0);  // only where the row sums run key by key
   L.warp_bytes = std::max(w, up16(4 * h * d));  // after the last tile, a warp's region holds its [H][d] sums
   L.warps = warps;
