@@ -55,6 +55,7 @@ constexpr int kMaxHeads = 8;
 constexpr int kStep = 16;                // keys per mma k-step
 constexpr int kSpan = 32;                // channels per V span: 2 m-tiles of 16; q8_0 / q4_0 scale groups are whole spans
 constexpr int kBRange = 15;              // B below 2^15 < 65504, fp16's largest finite value
+constexpr int kPPad = 8;                 // floats after each head's row of P: the rows' banks spread (fast_layout_of)
 
 // Heads a block serves.
 QATTN_HD constexpr int heads_per_block(int group_heads) {
@@ -69,7 +70,7 @@ struct FastLayout {
   // Inside a warp region: `stages` tile buffers, then P and the row-sum terms.
   int k = 0, k_scales = 0, v = 0, v_scales = 0, tile_bytes = 0;  // inside one tile buffer
   int p = 0, terms = 0;
-  int p_stride = 0;  // floats from one head's row of P to the next: bc + 8, so that the heads' rows start 8 banks apart
+  int p_stride = 0;  // floats from one head's row of P to the next: bc + kPPad (bank spread; fast_layout_of)
   int stages = 1, warps = 1, total = 0;
 };
 
@@ -231,11 +232,11 @@ __device__ inline float key_scale(const SplitParams& p, const unsigned char* ks,
 // (head, key) times c, with Q's 16-byte pieces loaded once for both keys. A K scale group's integer
 // dots are turned into its float terms once the group's last piece is in, groups in order as the
 // reference adds them; a K read is one XOR from the row's first chunk. The pieces (D / 16) run as a
-// loop, not unrolled: unrolled they were about 820 of the 2150 instructions a tile runs through (34
-// KB of code for the q4_0 kernel at d = 128). Rolled (with the nibble widening below), ncu on the
-// H200 counted the instruction-cache stall at 0.28 cycles an issued instruction instead of 0.70
-// (q4_0 V; 105.8M warp instructions instead of 101.1M), and the loop alone made q8_0 and q4_0 V
-// 4-5% faster, e4m3 V no slower (an A/B on one machine: PERF.md, version 6).
+// loop, not unrolled: unrolled they were about 820 of the 2150 instructions (34 KB of code) that a
+// q4_0 tile at d = 128 runs through. Rolled (with the nibble widening below), ncu
+// on the H200 counted the instruction-cache stall at 0.28 cycles an issued instruction instead of
+// 0.70 (q4_0 V; 105.8M warp instructions instead of 101.1M); with the widening and P's padded rows,
+// q8_0 V 4-8% faster than before, q4_0 1-4%, e4m3 0-2% (an A/B on one machine: PERF.md, version 6).
 template <int D, int H>
 __device__ inline void score_two_keys(const SplitParams& p, const FastLayout& lay, const std::int8_t* qs, const float* qsc, const unsigned char* buf,
                                       int ja, int jb, bool va, bool vb, float (&sa)[H], float (&sb)[H]) {
@@ -813,8 +814,10 @@ FastKernel fast_kernel_for(DecodeV vf, int d, int h) {
 using FastLaunch = DecodeLaunch<FastParams>;
 
 // One warp's region and the block's layout for `warps` warps and `stages` tile buffers each.
+// p_pad: floats of bank padding after each head's row of P (kPPad in a launch; 0 where plan_fast
+// sizes W, so that a padding, which changes no result, never changes W, which does).
 FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, DecodeV vf, int v_row, int v_group, bool in_order_sums, int warps,
-                          int stages) {
+                          int stages, int p_pad) {
   FastLayout L;
   int off = 0;
   const auto take = [&](int bytes) {
@@ -840,10 +843,10 @@ FastLayout fast_layout_of(int h, int d, int groups, int k_scale_bytes, int bc, D
   L.v_scales = wtake(vf == DecodeV::e4m3 ? 0 : bc * (d / v_group) * 2);  // bc is even: whole key pairs (the kernel's interleave)
   L.tile_bytes = w;
   w = stages * L.tile_bytes;
-  // P's rows 8 floats apart in banks (bc is a multiple of 32): P V's reads of keys 2t, 2t + 1 by
-  // heads g = 0..3 fall on distinct banks (with rows bc apart they were 4-way conflicts at H = 4),
-  // and the matrix-unit scores' stores of heads 2t, 2t + 1 as well.
-  L.p_stride = bc + 8;
+  // P's head rows kPPad floats more than bc apart (bc a multiple of 16): P V's float2 reads of keys
+  // 2t, 2t + 1 by heads g = 0..3 fall on distinct banks (rows 8 or 24 banks apart; with rows bc
+  // apart they were 4-way conflicts at H = 4 when bc is a multiple of 32).
+  L.p_stride = bc + p_pad;
   L.p = wtake(4 * h * L.p_stride);
   L.terms = wtake(in_order_sums ? 4 * h * bc : 0);  // only where the row sums run key by key
   L.warp_bytes = std::max(w, up16(4 * h * d));  // after the last tile, a warp's region holds its [H][d] sums
@@ -891,12 +894,12 @@ FastLaunch plan_fast(int batch, int q_heads, int kv_heads, int capacity, int dim
           kWho);
   p.p_exp = std::ilogb(p_multiplier) + 2;  // P <= round(multiplier) < 2 * multiplier
   // The warp count is numerics (each warp sums its own tiles): a function of the recipe and the shape
-  // (V format, head dim, tile, whether row sums are exact), never of tuning.
-  const int one = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, !p.row_sum_exact, 1, 1).warp_bytes;
+  // (V format, head dim, tile, whether row sums are exact), never of tuning, nor of P's padding.
+  const int one = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, !p.row_sum_exact, 1, 1, 0).warp_bytes;
   const int warps = std::clamp(warp_budget(vf) / one, 1, kMaxWarps);
   const int limit = max_shared_bytes_per_block();
   for (int stages = tuning.stages; stages >= 1; --stages) {
-    p.lay = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, !p.row_sum_exact, warps, stages);
+    p.lay = fast_layout_of(h, dim, p.groups, p.k_scale_bytes, block_k, vf, p.v_row, p.v_group, !p.row_sum_exact, warps, stages, kPPad);
     if (p.lay.total <= limit) break;
   }
   require(p.lay.total <= limit,
