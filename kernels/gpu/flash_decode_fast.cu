@@ -326,16 +326,17 @@ __device__ inline std::uint32_t sub_f16x2(std::uint32_t a, std::uint32_t b) {  /
   return r;
 }
 
-__device__ inline std::uint32_t fma_f16x2(std::uint32_t a, std::uint32_t b, std::uint32_t c) {  // exact where used: a small integer results
+__device__ inline std::uint32_t fma_f16x2(std::uint32_t a, std::uint32_t b, std::uint32_t c) {  // a b + c, rounded once (exact where used: small integers)
   std::uint32_t r;
   asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
   return r;
 }
 
 // The lane's four channels of two keys (words w0, w1) as four fp16 pairs, exactly: out[c] holds
-// channel c of w0's key in the low half and of w1's key in the high half (one A register). One byte
-// permute gathers two channels' pairs, so each pair costs a convert (e4m3) or a permute against
-// fp16's 0x64 exponent byte and a subtraction (q8_0 / q4_0: 1024 + code + offset, minus 1024 + offset).
+// channel c of w0's key in the low half and of w1's key in the high half (one A register). e4m3 and
+// q8_0: one byte permute gathers two channels' pairs, then each pair costs a convert (e4m3) or a
+// permute against fp16's 0x64 exponent byte and a subtraction (q8_0: 1024 + code + 128, minus 1152);
+// q4_0: one logic op and one subtraction or fma a pair (below).
 template <DecodeV VF>
 __device__ inline void widen_keys(std::uint32_t w0, std::uint32_t w1, std::uint32_t (&out)[4]) {
   constexpr std::uint32_t kExponents = 0x64646464u;  // fp16 1024's high byte, for every byte permute below
