@@ -339,7 +339,7 @@ __device__ inline std::uint32_t fma_f16x2(std::uint32_t a, std::uint32_t b, std:
 // q4_0: one logic op and one subtraction or fma a pair (below).
 template <DecodeV VF>
 __device__ inline void widen_keys(std::uint32_t w0, std::uint32_t w1, std::uint32_t (&out)[4]) {
-  constexpr std::uint32_t kExponents = 0x64646464u;  // fp16 1024's high byte, for every byte permute below
+  constexpr std::uint32_t kExponents = 0x64646464u;  // fp16 1024's high byte, for the byte permutes below (q8_0)
   // Selectors for __byte_perm(x, kExponents, sel): two bytes of x, each under a 0x64 byte.
   constexpr std::uint32_t kBytes01 = 0x4140u, kBytes23 = 0x4342u;
   if constexpr (VF == DecodeV::e4m3) {
