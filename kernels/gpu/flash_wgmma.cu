@@ -10,8 +10,8 @@
 // each key tile's K, V^T and K scales into a ring of shared-memory stages, each with a "full"
 // mbarrier (the copies' bytes landed) and an "empty" one (every consumer thread is done with it).
 // The other warpgroups (two, or three for d = 64: Roles) are the consumers, 64 query rows each,
-// sharing every K/V tile: they only wait, multiply and do the softmax; with several of them per
-// multiprocessor one's softmax runs while another's products do. The producer gives its
+// sharing every K/V tile: they only wait, multiply and do the softmax, and take turns at the tensor
+// cores (named barriers), so that one's softmax runs while another's products do. The producer gives its
 // registers to the consumers (setmaxnreg).
 // Each consumer warp's share of S and O has the mma family's fragment layout (16 rows; per
 // 8-column block, rows g and g + 8, columns 2t and 2t + 1), so the softmax below is the mma
@@ -270,10 +270,61 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
       wait_full(it);
       release(it);
     }
+    // Turns at the tensor cores (FlashAttention-3's ping-pong). A turn issues products: the first
+    // tile's S, then per tile its P V and the next tile's S. Consumer c takes turn k after consumer
+    // c - 1 has issued its turn k (the last consumer hands turn k + 1 back to the first), so that one
+    // consumer's softmax runs while the next one's products do. Every consumer takes the block's most
+    // turns, an idle one included. Turns are taken only where no consumer can wait on a stage that a
+    // consumer blocked on its turn still holds: every consumer has tiles, all from the same first
+    // one, their last ones at most one apart (full blocks, and causal ones with two consumers); and
+    // a consumer releases the tiles past its own before its idle turns. Elsewhere (windows, ragged
+    // N, causal d = 64) the consumers run free, as the order of turns changes no bit.
+    constexpr bool kPingPong = !LOGITS && R::kConsumers > 1;
+    constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // the consumer waiting and the one before it
+    constexpr int kTurnBarrier = 1;                       // consumer c waits on named barrier 1 + c
+    int max_turns = 0, turn = 0;
+    bool turns_on = false;
+    if constexpr (kPingPong) {
+      int first = 0, lo = 1 << 30, hi = 0;
+      turns_on = true;
+      for (int c = 0; c < R::kConsumers; ++c) {
+        const int rc = i0 + c * kRowsPerConsumer;
+        const KeyTiles kc = key_tiles(rc, kRowsPerConsumer, p.n, p.causal, p.window, kBc);
+        const int end = min(kc.end, all.end);
+        if (c == 0) first = kc.begin;
+        turns_on = turns_on && rc < p.n && end > kc.begin && kc.begin == first;
+        lo = min(lo, end);
+        hi = max(hi, end);
+      }
+      turns_on = turns_on && hi - lo <= 1;
+      max_turns = hi - first + 1;
+      if (turns_on && consumer == R::kConsumers - 1) named_barrier_arrive(kTurnBarrier, kTurnThreads);
+    }
+    const auto take_turn = [&] {
+      if constexpr (kPingPong)
+        if (turns_on) named_barrier_sync(kTurnBarrier + consumer, kTurnThreads);
+    };
+    const auto pass_turn = [&] {
+      if constexpr (kPingPong) {
+        if (turns_on && (consumer != R::kConsumers - 1 || turn != max_turns - 1))
+          named_barrier_arrive(kTurnBarrier + (consumer + 1) % R::kConsumers, kTurnThreads);
+        ++turn;
+      }
+    };
+    Acc s_acc[kBc / 2];
+    // The first tile's S. wgmma under a branch would make ptxas serialize every wgmma of the kernel
+    // (its warning C7518), so a consumer without tiles issues one too (discarded), on a stage that
+    // holds a tile and is not refilled while it reads. The products of a tile are issued together
+    // with the next tile's S: the loop waits only for P V there, and S runs meanwhile.
+    const bool have = mine.begin < mine.end;
+    {
+      const int first = min(it, all.end - all.begin - 1);  // before `it` only when every tile was released above: no refill follows
+      wait_full(first);
+      take_turn();
+      issue_s(first, s_acc);
+      pass_turn();
+    }
     for (int t = mine.begin; t < mine.end; ++t, ++it) {
-      Acc s_acc[kBc / 2];
-      wait_full(it);
-      issue_s(it, s_acc);
       const std::uint8_t* sv = stage_at(it % G::kStages) + G::kKBytes;
       const float* kscale = reinterpret_cast<const float*>(sv + G::kVBytes);
       const int j0 = t * kBc;
@@ -376,39 +427,49 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
 #pragma unroll
         for (int x = 0; x < D / 2; ++x) o[x] *= alpha[(x % 4) / 2];
       }
-      // acc += P V: kPvSteps chained instructions into acc (the tile's own sum, or O itself).
-      const auto pv_into = [&](float (&acc)[D / 2]) {
-#pragma unroll
-        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
-        wgmma_fence();
-#pragma unroll
-        for (int st = 0; st < kPvSteps; ++st) {
-          const std::uint64_t db = tile_descriptor(sv, D, st);
-          if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
-          else if constexpr (PV == PvType::bf16) wgmma_bf16_rs<D>(acc, pa[st], db);
-          else wgmma_f16_rs<D>(acc, pa[st], db);
-        }
-        wgmma_commit_group();
-        wgmma_wait_group<0>();
-#pragma unroll
-        for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
-      };
-      if constexpr (PER_TILE) {
-        float tile[D / 2];
+      // acc += P V (kPvSteps chained instructions into the tile's own sum, or O itself), then the next
+      // tile's S, in one turn; P V is waited for, S left in flight.
+      float tile[D / 2];
+      float(&acc)[D / 2] = PER_TILE ? tile : o;
+      if constexpr (PER_TILE)
 #pragma unroll
         for (int x = 0; x < D / 2; ++x) tile[x] = 0.0f;
-        pv_into(tile);
+      const bool next = t + 1 < mine.end;
+      take_turn();
+#pragma unroll
+      for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
+      wgmma_fence();
+#pragma unroll
+      for (int st = 0; st < kPvSteps; ++st) {
+        const std::uint64_t db = tile_descriptor(sv, D, st);
+        if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
+        else if constexpr (PV == PvType::bf16) wgmma_bf16_rs<D>(acc, pa[st], db);
+        else wgmma_f16_rs<D>(acc, pa[st], db);
+      }
+      wgmma_commit_group();
+      // The last tile issues S once more on its own stage (discarded), not under a branch (C7518).
+      if (next) wait_full(it + 1);
+      issue_s(next ? it + 1 : it, s_acc);
+      pass_turn();
+      wgmma_wait_group<1>();
+#pragma unroll
+      for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
+      if constexpr (PER_TILE)
 #pragma unroll
         for (int x = 0; x < D / 2; ++x) o[x] += tile[x];  // one fp32 add per tile (nearest even)
-      } else {
-        pv_into(o);
-      }
-      release(it);  // pv_into waited for this tile's products
+      if (next) release(it);  // this tile's products were waited for; the last tile's stage after its extra S
     }
+    wgmma_wait_group<0>();
+    if (have) release(it - 1);
     for (; it < all.end - all.begin; ++it) {  // tiles after this consumer's last
       wait_full(it);
       release(it);
     }
+    if constexpr (kPingPong)
+      while (turns_on && turn < max_turns) {  // turns past this consumer's last tile
+        take_turn();
+        pass_turn();
+      }
     if constexpr (!LOGITS) {
       store_rows<D>(p.out + static_cast<long>(h) * p.n * D, p.v_scales ? p.v_scales + kh * D : nullptr, p.n, row, l,
                     p.denominator_quantized, p.p_mult, q4, [&](int nc, int u) { return o[4 * nc + u]; });

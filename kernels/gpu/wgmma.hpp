@@ -76,6 +76,12 @@ __device__ inline void wgmma_wait_group() {
 #endif
 }
 
+// Named barrier `id` (1..15; 0 is __syncthreads') completes when `threads` threads (whole warps) have
+// reached it: sync waits for that, arrive counts its warps and goes on. Warpgroups hand turns to
+// each other with them (FlashAttention-3's ping-pong).
+__device__ inline void named_barrier_sync(int id, int threads) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory"); }
+__device__ inline void named_barrier_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory"); }
+
 // Keeps the compiler from moving accesses of an accumulator register across the asynchronous
 // instruction that owns it.
 __device__ inline void wgmma_fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
