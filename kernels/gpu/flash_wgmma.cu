@@ -10,9 +10,9 @@
 // each key tile's K, V^T and K scales into a ring of shared-memory stages, each with a "full"
 // mbarrier (the copies' bytes landed) and an "empty" one (every consumer thread is done with it).
 // The other warpgroups (two, or three for d = 64: Roles) are the consumers, 64 query rows each,
-// sharing every K/V tile: they only wait, multiply and do the softmax, and take turns at the tensor
-// cores (named barriers), so that one's softmax runs while another's products do. The producer gives its
-// registers to the consumers (setmaxnreg).
+// sharing every K/V tile: they only wait, multiply and do the softmax, and (where the tile ranges
+// allow, below) take turns at the tensor cores, so that one's softmax runs while another's products
+// do. The producer gives its registers to the consumers (setmaxnreg).
 // Each consumer warp's share of S and O has the mma family's fragment layout (16 rows; per
 // 8-column block, rows g and g + 8, columns 2t and 2t + 1), so the softmax below is the mma
 // family's, row for row, and a consumer computes what one 64-row block of version 1 computed.
@@ -276,9 +276,10 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
     // consumer's softmax runs while the next one's products do. Every consumer takes the block's most
     // turns, an idle one included. Turns are taken only where no consumer can wait on a stage that a
     // consumer blocked on its turn still holds: every consumer has tiles, all from the same first
-    // one, their last ones at most one apart (full blocks, and causal ones with two consumers); and
-    // a consumer releases the tiles past its own before its idle turns. Elsewhere (windows, ragged
-    // N, causal d = 64) the consumers run free, as the order of turns changes no bit.
+    // one, their last ones at most one apart (full blocks, causal ones with two consumers, and some
+    // window and ragged ones); and a consumer releases the tiles past its own before its idle turns.
+    // Elsewhere (a consumer without rows, different first tiles, causal d = 64) the consumers run
+    // free: the order of turns changes no bit.
     constexpr bool kPingPong = !LOGITS && R::kConsumers > 1;
     constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // the consumer waiting and the one before it
     constexpr int kTurnBarrier = 1;                       // consumer c waits on named barrier 1 + c
@@ -312,9 +313,9 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
       }
     };
     Acc s_acc[kBc / 2];
-    // The first tile's S. wgmma under a branch would make ptxas serialize every wgmma of the kernel
-    // (its warning C7518), so a consumer without tiles issues one too (discarded), on a stage that
-    // holds a tile and is not refilled while it reads. The products of a tile are issued together
+    // The first tile's S. With a wgmma or its wait under a branch here, ptxas (CUDA 13.0) serialized
+    // wgmma (its warnings C7514-C7518, by variant), so a consumer without tiles issues one too
+    // (discarded), on a stage that holds a tile and is not refilled while it reads. The products of a tile are issued together
     // with the next tile's S: the loop waits only for P V there, and S runs meanwhile.
     const bool have = mine.begin < mine.end;
     {
@@ -447,7 +448,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
         else wgmma_f16_rs<D>(acc, pa[st], db);
       }
       wgmma_commit_group();
-      // The last tile issues S once more on its own stage (discarded), not under a branch (C7518).
+      // The last tile issues S once more on its own stage (discarded), not under a branch (above).
       if (next) wait_full(it + 1);
       issue_s(next ? it + 1 : it, s_acc);
       pass_turn();
