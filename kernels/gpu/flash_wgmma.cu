@@ -315,11 +315,13 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
     Acc s_acc[kBc / 2];
     // The first tile's S. With a wgmma or its wait under a branch here, ptxas (CUDA 13.0) serialized
     // wgmma (its warnings C7514-C7518, by variant), so a consumer without tiles issues one too
-    // (discarded), on a stage that holds a tile and is not refilled while it reads. The products of a tile are issued together
-    // with the next tile's S: the loop waits only for P V there, and S runs meanwhile.
+    // (discarded), on a stage that holds a tile and is not refilled while it reads. The products of
+    // a tile are issued together with the next tile's S: the loop waits only for P V there, and S
+    // runs meanwhile.
     const bool have = mine.begin < mine.end;
     {
-      const int first = min(it, all.end - all.begin - 1);  // before `it` only when every tile was released above: no refill follows
+      // Before `it` only when every tile was released above: then no refill follows.
+      const int first = min(it, all.end - all.begin - 1);
       wait_full(first);
       take_turn();
       issue_s(first, s_acc);
