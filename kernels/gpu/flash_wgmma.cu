@@ -286,19 +286,19 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
     int max_turns = 0, turn = 0;
     bool turns_on = false;
     if constexpr (kPingPong) {
-      int first = 0, lo = 1 << 30, hi = 0;
+      int first_tile = 0, lo = 1 << 30, hi = 0;
       turns_on = true;
       for (int c = 0; c < R::kConsumers; ++c) {
         const int rc = i0 + c * kRowsPerConsumer;
         const KeyTiles kc = key_tiles(rc, kRowsPerConsumer, p.n, p.causal, p.window, kBc);
         const int end = min(kc.end, all.end);
-        if (c == 0) first = kc.begin;
-        turns_on = turns_on && rc < p.n && end > kc.begin && kc.begin == first;
+        if (c == 0) first_tile = kc.begin;
+        turns_on = turns_on && rc < p.n && end > kc.begin && kc.begin == first_tile;
         lo = min(lo, end);
         hi = max(hi, end);
       }
       turns_on = turns_on && hi - lo <= 1;
-      max_turns = hi - first + 1;
+      max_turns = hi - first_tile + 1;
       if (turns_on && consumer == R::kConsumers - 1) named_barrier_arrive(kTurnBarrier, kTurnThreads);
     }
     const auto take_turn = [&] {
@@ -321,10 +321,10 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
     const bool have = mine.begin < mine.end;
     {
       // Before `it` only when every tile was released above: then no refill follows.
-      const int first = min(it, all.end - all.begin - 1);
-      wait_full(first);
+      const int first_it = min(it, all.end - all.begin - 1);
+      wait_full(first_it);
       take_turn();
-      issue_s(first, s_acc);
+      issue_s(first_it, s_acc);
       pass_turn();
     }
     for (int t = mine.begin; t < mine.end; ++t, ++it) {
