@@ -3,19 +3,21 @@
 #include <stdexcept>
 
 #include "harness/cli/commands.hpp"
-#include "harness/experiment/runner.hpp"
+#include "harness/experiment/report_io.hpp"
 
 namespace qattn::cli {
 
 Action add_plot_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plot", "Render a report folder's figures from its figure data (matplotlib)");
   auto dir = std::make_shared<std::string>();
-  cmd->add_option("report", *dir, "Report folder written by qattn run")->required();
+  cmd->add_option("report", *dir, "Report folder written by qattn run or qattn score")->required();
   return [dir]() {
-    if (!std::filesystem::exists(std::filesystem::path(*dir) / "figures" / "p_mass_per_decade.csv")) {
-      throw std::invalid_argument(*dir + ": not a report folder (figures/p_mass_per_decade.csv missing); expected a folder written by qattn run");
-    }
-    return render_figures(*dir) ? 0 : 1;
+    namespace fs = std::filesystem;
+    const fs::path figures = fs::path(*dir) / "figures";
+    // Each kind's figure data has a file the other lacks.
+    if (fs::exists(figures / "p_mass_per_decade.csv")) return report::render_figures(*dir, report::ReportKind::run) ? 0 : 1;
+    if (fs::exists(figures / "score_per_head.csv")) return report::render_figures(*dir, report::ReportKind::score) ? 0 : 1;
+    throw std::invalid_argument(*dir + ": not a report folder (neither figures/p_mass_per_decade.csv nor figures/score_per_head.csv); expected a folder written by qattn run or qattn score");
   };
 }
 

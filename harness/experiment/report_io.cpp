@@ -3,12 +3,18 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+
+#include <fmt/core.h>
+
+#include "harness/system/process.hpp"
 
 namespace qattn::report {
 
@@ -38,6 +44,15 @@ void append_durable(const fs::path& file, const std::string& lines) {
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd < 0) throw std::runtime_error(file.string() + ": cannot open for appending");
   write_all_durable(fd, lines, file);
+}
+
+void append_unit(const fs::path& file, std::vector<json> rows) {
+  std::string lines;
+  for (json& r : rows) {
+    r["unit_rows"] = rows.size();
+    lines += r.dump() + "\n";
+  }
+  append_durable(file, lines);
 }
 
 void write_atomic(const fs::path& file, const std::string& text) {
@@ -76,14 +91,65 @@ std::uint64_t fnv1a_file(const std::string& path) {
 }
 
 std::string git_commit() {
-  FILE* p = ::popen("git rev-parse HEAD 2>/dev/null", "r");
-  if (!p) return "unknown";
-  char buf[64] = {0};
-  const bool ok = std::fgets(buf, sizeof buf, p) != nullptr;
-  ::pclose(p);
-  std::string s = ok ? std::string(buf) : "unknown";
+  std::string s = process_output({"git", "rev-parse", "HEAD"}).value_or("");
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   return s.empty() ? "unknown" : s;
+}
+
+std::string csv_text(const std::string& s) {
+  std::string out = "\"";
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s[0]) != std::string_view::npos) out += '\'';
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+namespace {
+
+// Line breaks end a table row and a list item: each becomes a space.
+std::string one_line(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '\n' || c == '\r' ? ' ' : c;
+  return out;
+}
+
+}  // namespace
+
+std::string md_code(const std::string& s) {
+  // A code span ends at a run of backticks as long as its fence: the fence is one longer than
+  // the longest run inside. In a table, | splits cells even inside a code span unless escaped.
+  std::string body;
+  std::size_t run = 0, longest = 0;
+  for (char c : one_line(s)) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+    body += c == '|' ? std::string("\\|") : std::string(1, c);
+  }
+  const std::string fence(longest + 1, '`');
+  const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
+  return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
+}
+
+std::string md_text(const std::string& s) {
+  std::string out;
+  for (char c : one_line(s)) {
+    if (std::string_view("\\`*[]<>|").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+bool render_figures(const std::string& report_dir, ReportKind kind) {
+  const char* script = kind == ReportKind::run ? QATTN_PLOT_SCRIPT : QATTN_SCORE_PLOT_SCRIPT;
+  const ProcessStatus s = run_process({QATTN_PYTHON_EXE, script, report_dir});
+  if (s.ok()) return true;
+  fmt::print(stderr, "qattn: warning: figures not rendered ({} {} {}: {}); the figure data is in {}/figures/\n", QATTN_PYTHON_EXE, script,
+             report_dir, s.text(), report_dir);
+  return false;
+}
+
+void throw_figures_missing(const std::string& report_dir) {
+  throw std::runtime_error(report_dir + ": the figures were not drawn (the warning above says why); the report's data is complete, and `qattn plot " +
+                           report_dir + "` draws them once that is fixed");
 }
 
 std::string now_utc() {

@@ -22,15 +22,34 @@ std::string key_of(const json& r, bool stats) {
   return stats ? k : k + "|" + r.at("recipe").get<std::string>();
 }
 
+}  // namespace
+
+std::vector<json> complete_units(const std::vector<json>& rows, bool stats) {
+  std::map<std::string, std::size_t> count;
+  for (const json& r : rows) ++count[key_of(r, stats)];
+  std::vector<json> out;
+  out.reserve(rows.size());
+  for (const json& r : rows) {
+    const auto it = r.find("unit_rows");
+    if (it == r.end() || (it->is_number_unsigned() && it->get<std::size_t>() == count[key_of(r, stats)])) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<json> read_units(const fs::path& log, bool stats) { return complete_units(read_log(log), stats); }
+
+namespace {
+
 // One log: returns true when the report's copy was rewritten.
 bool merge_one(const fs::path& report, const std::vector<fs::path>& shards, const char* log, bool stats, const RowOrder& order) {
-  const std::vector<json> own = read_log(report / log);
+  const std::vector<json> all_own = read_log(report / log);
+  const std::vector<json> own = complete_units(all_own, stats);
   std::vector<json> rows = own;
   std::set<std::string> have;
   for (const json& r : own) have.insert(key_of(r, stats));
   for (const fs::path& s : shards) {
     std::set<std::string> here;  // units this shard brings (all of their rows, or none)
-    for (const json& r : read_log(s / log)) {
+    for (const json& r : read_units(s / log, stats)) {
       const std::string k = key_of(r, stats);
       if (have.count(k) && !here.count(k)) continue;
       here.insert(k);
@@ -41,7 +60,7 @@ bool merge_one(const fs::path& report, const std::vector<fs::path>& shards, cons
   std::vector<std::pair<long long, std::size_t>> pos(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) pos[i] = {order(rows[i], stats), i};
   std::stable_sort(pos.begin(), pos.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  bool same = rows.size() == own.size();
+  bool same = own.size() == all_own.size() && rows.size() == own.size();
   for (std::size_t i = 0; same && i < pos.size(); ++i) same = pos[i].second == i;
   if (same) return false;
   std::string text;

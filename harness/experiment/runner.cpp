@@ -20,6 +20,7 @@
 #include <tuple>
 #include <sstream>
 
+#include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/report_shards.hpp"
 #include "harness/parallel/ranks.hpp"
@@ -92,51 +93,6 @@ std::uint64_t mix(std::uint64_t seed, const std::string& layer, int ctx) {
   return (h ^ static_cast<std::uint64_t>(ctx)) * 0x100000001b3ull;
 }
 
-constexpr const char* kReportMarker = ".qattn-report";
-
-// A folder qattn wrote: it holds the marker (or, from before the marker, config.json and a results log).
-bool is_report_folder(const fs::path& dir) {
-  if (!fs::is_directory(dir)) return false;
-  if (fs::exists(dir / kReportMarker)) return true;
-  if (!fs::exists(dir / "config.json") || !fs::exists(dir / "results.jsonl")) return false;
-  const json c = json::parse(std::ifstream(dir / "config.json"), nullptr, false);
-  return c.is_object() && c.contains("experiment_file") && c.contains("dataset_fnv1a64") && c.contains("git_commit");
-}
-
-// --force: the report's own files only (a user file put in the folder stays).
-void remove_report_contents(const fs::path& dir) {
-  for (const char* f : {"results.jsonl", "results.csv", "stats.jsonl", "not_covered.jsonl", "failed.jsonl", "summary.md", "config.json"}) {
-    fs::remove(dir / f);
-  }
-  fs::remove_all(dir / kShardsFolder);
-  std::error_code ec;
-  for (const auto& f : fs::directory_iterator(dir / "figures", ec)) {
-    if (f.path().extension() == ".csv" || f.path().extension() == ".png") fs::remove(f.path());
-  }
-}
-
-// An exclusive lock on DIR/.lock for the run's lifetime (flock: released when the process ends,
-// however it ends, so a killed run never leaves the folder locked).
-class ReportLock {
- public:
-  explicit ReportLock(const fs::path& dir) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    fd_ = ::open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::invalid_argument(dir.string() + ": cannot create or write the report folder");
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd_);
-      throw std::invalid_argument(dir.string() + ": another qattn run is writing this report folder; wait for it to finish");
-    }
-  }
-  ~ReportLock() { ::close(fd_); }
-  ReportLock(const ReportLock&) = delete;
-  ReportLock& operator=(const ReportLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 // --resume completes the same experiment only: the stored config must agree on what defines the
 // units and their numbers (dataset, selection, seed, recipes); otherwise old and new rows would mix.
 void refuse_changed_experiment(const fs::path& dir, const json& now) {
@@ -180,8 +136,7 @@ std::string non_finite_output(const std::vector<double>& out, int hq, int rows, 
 template <class P>
 void record_failure(const fs::path& dir, const std::string& layer, int ctx, const std::string& recipe, const std::string& backend,
                     const std::string& why, P& progress) {
-  append_durable(dir / "failed.jsonl",
-                 json{{"layer", layer_json(layer)}, {"context", ctx}, {"recipe", recipe}, {"backend", backend}, {"reason", why}}.dump() + "\n");
+  append_unit(dir / "failed.jsonl", {json{{"layer", layer_json(layer)}, {"context", ctx}, {"recipe", recipe}, {"backend", backend}, {"reason", why}}});
   fmt::print(stderr, "qattn: warning: layer {} context {} recipe '{}' failed: {}\n", layer, ctx, recipe, why);
   progress.step(fmt::format("layer {} ctx {} {}: failed", layer, ctx, recipe), unit_cost(ctx));
 }
@@ -193,7 +148,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   const auto opt_num = [](const json& v) { return v.is_null() ? std::string() : fmt::format("{}", v.get<double>()); };
   // The swept keys become columns (empty for named recipes), so a sweep reads as a table.
   std::string varied_header;
-  for (const std::string& k : e.varied_keys) varied_header += ",\"" + k + "\"";
+  for (const std::string& k : e.varied_keys) varied_header += "," + csv_text(k);
   std::string csv = "layer,head,context,recipe,backend,kernel,sqnr_db,rel_l2,rel_l1,cosine,max_abs,kl_mean,tv_mean,p_mass_flushed_ref,rows" +
                     varied_header + "\n";
   for (const json& r : rows) {
@@ -204,11 +159,11 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
       if (it != e.varied.end())
         for (const auto& [kk, vv] : it->second)
           if (kk == k) v = vv;
-      varied_cells += ",\"" + v + "\"";
+      varied_cells += "," + csv_text(v);
     }
-    csv += fmt::format("{},{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{}{}\n", layer_name(r["layer"]), r["head"].get<int>(),
-                       r["context"].get<int>(), r["recipe"].get<std::string>(), r["backend"].get<std::string>(),
-                       r.value("kernel", std::string("emulator")), as_double(r["sqnr_db"]), r["rel_l2"].get<double>(),
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}{}\n", csv_text(layer_name(r["layer"])), r["head"].get<int>(),
+                       r["context"].get<int>(), csv_text(r["recipe"].get<std::string>()), csv_text(r["backend"].get<std::string>()),
+                       csv_text(r.value("kernel", std::string("emulator"))), as_double(r["sqnr_db"]), r["rel_l2"].get<double>(),
                        r["rel_l1"].get<double>(), r["cosine"].get<double>(), r["max_abs"].get<double>(), opt_num(r["kl_mean"]),
                        opt_num(r["tv_mean"]),
                        r["p_mass_flushed_ref"].is_null() ? std::string() : fmt::format("{}", r["p_mass_flushed_ref"].get<double>()),
@@ -217,7 +172,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   write_atomic(dir / "results.csv", csv);
 
   // summary.md: per recipe, over its (layer, head, context) rows.
-  std::string md = "# " + e.name + "\n\nPer recipe over all (layer, head, context) rows: SQNR in dB (mean of rows and worst row), "
+  std::string md = "# " + md_text(e.name) + "\n\nPer recipe over all (layer, head, context) rows: SQNR in dB (mean of rows and worst row), "
                    "relative L2 (mean), KL(P_ref || P) per row (mean), and the reference's row mass at or below the recipe's P "
                    "flush threshold (mean; static P formats only).\n\n"
                    "| recipe | rows | mean SQNR dB | worst SQNR dB | mean rel L2 | mean KL | mass flushed |\n|---|---|---|---|---|---|---|\n";
@@ -236,7 +191,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
       ++count;
     }
     if (count == 0) continue;
-    md += fmt::format("| `{}` | {} | {:.2f} | {:.2f} | {:.3e} | {} | {} |\n", name, count, sum_db / count, worst, l2 / count,
+    md += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3e} | {} | {} |\n", md_code(name), count, sum_db / count, worst, l2 / count,
                       kl_count ? fmt::format("{:.3e}", kl / kl_count) : "-", fl_count ? fmt::format("{:.4f}", fl / fl_count) : "-");
   }
   // The same mean SQNR split by layer and by context (pooled over heads and the other axis).
@@ -252,11 +207,11 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
     }
     if (keys.size() < 2) continue;
     md += fmt::format("\nMean SQNR dB by {} (over heads{}):\n\n| recipe |", axis, std::string(axis) == "layer" ? " and contexts" : " and layers");
-    for (const auto& k : keys) md += " " + std::string(axis) + " " + k + " (dB) |";
+    for (const auto& k : keys) md += " " + std::string(axis) + " " + md_text(k) + " (dB) |";
     md += "\n|---|" + [&] { std::string x; for (std::size_t i = 0; i < keys.size(); ++i) x += "---|"; return x; }() + "\n";
     for (const auto& [name, recipe] : e.recipes) {
       (void)recipe;
-      std::string line = fmt::format("| `{}` |", name);
+      std::string line = fmt::format("| {} |", md_code(name));
       bool any = false;
       for (const auto& k : keys) {
         const auto it = cell.find({name, k});
@@ -268,15 +223,15 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   }
   if (!e.sweep_overrides.empty()) {
     md += "\nSweep: ";
-    for (std::size_t i = 0; i < e.sweep_overrides.size(); ++i) md += (i ? "; " : "") + e.sweep_overrides[i];
+    for (std::size_t i = 0; i < e.sweep_overrides.size(); ++i) md += (i ? "; " : "") + md_text(e.sweep_overrides[i]);
     md += ".\n";
   }
   const std::vector<json> failed = read_log(dir / "failed.jsonl");
   if (!failed.empty()) {
     md += "\nFailed (no metrics: the result is not a number the lab reports):\n\n";
     for (const json& u : failed) {
-      md += fmt::format("- `{}`, layer {}, context {}: {}\n", u["recipe"].get<std::string>(), layer_name(u["layer"]), u["context"].get<int>(),
-                        u["reason"].get<std::string>());
+      md += fmt::format("- {}, layer {}, context {}: {}\n", md_code(u["recipe"].get<std::string>()), md_text(layer_name(u["layer"])),
+                        u["context"].get<int>(), md_text(u["reason"].get<std::string>()));
     }
   }
   const std::vector<json> uncovered = read_log(dir / "not_covered.jsonl");
@@ -284,7 +239,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
     md += "\nNot covered by the GPU kernels (not run, never silently emulated):\n\n";
     std::set<std::string> seen;
     for (const json& u : uncovered)
-      if (seen.insert(u["recipe"].get<std::string>()).second) md += fmt::format("- `{}`: {}\n", u["recipe"].get<std::string>(), u["reason"].get<std::string>());
+      if (seen.insert(u["recipe"].get<std::string>()).second) md += fmt::format("- {}: {}\n", md_code(u["recipe"].get<std::string>()), md_text(u["reason"].get<std::string>()));
   }
   write_atomic(dir / "summary.md", md);
 
@@ -293,13 +248,13 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
               outliers = "layer,head,context,tensor,channel_ratio_raw,channel_ratio_smoothed,int8_levels_median_raw,int8_levels_median_smoothed\n";
   static const char* lows[kDecades] = {"1e-1", "1e-2", "1e-3", "1e-4", "1e-5", "1e-6", "1e-7", "1e-8", "0"};
   for (const json& s : stats) {
-    const std::string key = fmt::format("{},{},{}", layer_name(s["layer"]), s["head"].get<int>(), s["context"].get<int>());
+    const std::string key = fmt::format("{},{},{}", csv_text(layer_name(s["layer"])), s["head"].get<int>(), s["context"].get<int>());
     if (s["kind"] == "decades") {
       for (int k = 0; k < kDecades; ++k) decades += fmt::format("{},{},{}\n", key, lows[k], as_double(s["mass"][k]));
     } else if (s["kind"] == "flushed") {
-      flushed += fmt::format("{},{},{},{}\n", key, s["p_format"].get<std::string>(), s["threshold"].get<double>(), as_double(s["mass"]));
+      flushed += fmt::format("{},{},{},{}\n", key, csv_text(s["p_format"].get<std::string>()), s["threshold"].get<double>(), as_double(s["mass"]));
     } else if (s["kind"] == "outliers") {
-      outliers += fmt::format("{},{},{},{},{},{}\n", key, s["tensor"].get<std::string>(), as_double(s["ratio_raw"]),
+      outliers += fmt::format("{},{},{},{},{},{}\n", key, csv_text(s["tensor"].get<std::string>()), as_double(s["ratio_raw"]),
                               as_double(s["ratio_smoothed"]), as_double(s["levels_raw"]), as_double(s["levels_smoothed"]));
     }
   }
@@ -308,22 +263,12 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   write_atomic(dir / "figures" / "mass_flushed.csv", flushed);
   write_atomic(dir / "figures" / "channel_outliers.csv", outliers);
   fmt::print("\n{}", md);
-  render_figures(dir.string());
+  const bool drawn = report::render_figures(dir.string(), report::ReportKind::run);
   fmt::print("\nreport: {} (summary.md, results.csv, results.jsonl, config.json, figures/)\n", dir.string());
+  if (!drawn) report::throw_figures_missing(dir.string());
 }
 
 }  // namespace
-
-bool render_figures(const std::string& report_dir) {
-  const std::string cmd = fmt::format("'{}' '{}' '{}'", QATTN_PYTHON_EXE, QATTN_PLOT_SCRIPT, report_dir);
-  std::fflush(stdout);  // the child writes to the same stdout: ours first, never interleaved
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    fmt::print(stderr, "qattn: warning: figures not rendered ({} exited {}); the figure data is in {}/figures/\n", cmd, rc, report_dir);
-    return false;
-  }
-  return true;
-}
 
 void run_experiment(const Experiment& e, const RunOptions& opt) {
   // Every rank checks the experiment (cheap, and each needs the dataset's structure); rank 0 alone
@@ -392,23 +337,11 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
     return it == pos.end() ? std::numeric_limits<long long>::max() : it->second;
   };
 
-  std::optional<ReportLock> lock;  // rank 0's, for the whole run: a second run on the folder is refused, not interleaved
+  std::unique_ptr<FolderLock> lock;  // rank 0's, for the whole run: a second writer is refused, not interleaved
   ranks::on_rank0([&] {
     if (opt.resume && opt.force) throw std::invalid_argument("run: --resume and --force exclude each other (complete the report, or replace it)");
-    if (fs::exists(dir) && !opt.resume && !opt.force) {
-      throw std::invalid_argument(dir.string() + ": the report folder exists; pass --resume to complete it or --force to replace it");
-    }
-    if (fs::exists(dir) && !is_report_folder(dir)) {
-      throw std::invalid_argument(dir.string() + ": exists but is not a report folder qattn wrote (no " + std::string(kReportMarker) +
-                                  "); --resume and --force act only on those: choose another 'output' or remove it yourself");
-    }
-    if (opt.force) remove_report_contents(dir);
-    std::error_code ec;
-    fs::create_directories(dir / "figures", ec);
-    if (ec || ::access(dir.c_str(), W_OK) != 0) throw std::invalid_argument(dir.string() + ": cannot create or write the report folder");
-    write_atomic(dir / kReportMarker, "qattn report folder: `qattn run --force` may replace what is in it\n");
-
-    lock.emplace(dir);
+    lock = claim_report_folder(dir, opt.force ? Existing::replace : opt.resume ? Existing::resume : Existing::refuse,
+                               "pass --resume to complete it or --force to replace it");
     // config.json: the resolved experiment with provenance.
     json recipes = json::object();
     for (const auto& [name, r] : e.recipes) recipes[name] = to_string(r);
@@ -437,9 +370,9 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
   // The plan, the same on every rank: what the report lacks, in the single-process order.
   std::set<std::string> done;
   for (const char* log : kUnitLogs)
-    for (const json& r : read_log(dir / log)) done.insert(unit_key(layer_name(r["layer"]), r["context"], r["recipe"]));
+    for (const json& r : read_units(dir / log, false)) done.insert(unit_key(layer_name(r["layer"]), r["context"], r["recipe"]));
   std::set<std::string> stats_done;
-  for (const json& s : read_log(dir / kStatsLog)) stats_done.insert(layer_name(s["layer"]) + "|" + std::to_string(s["context"].get<int>()));
+  for (const json& s : read_units(dir / kStatsLog, true)) stats_done.insert(layer_name(s["layer"]) + "|" + std::to_string(s["context"].get<int>()));
   struct Pending {
     std::string key, slice;
     double cost;
@@ -508,7 +441,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
         const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
 
         if (my_stats.count(l + "|" + std::to_string(c))) {
-          std::string lines;
+          std::vector<json> unit;
           for (int h = 0; h < hq; ++h) {
             std::array<double, kDecades> mean{};
             for (std::size_t k = 0; k < kl_rows.size(); ++k) {
@@ -520,7 +453,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
             dj["kind"] = "decades";
             dj["mass"] = json::array();
             for (const double x : mean) dj["mass"].push_back(num(x));
-            lines += dj.dump() + "\n";
+            unit.push_back(dj);
             for (const auto& pf : e.p_formats) {
               double m = 0;
               for (std::size_t k = 0; k < kl_rows.size(); ++k)
@@ -530,7 +463,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
               fj["p_format"] = pf.label;
               fj["threshold"] = pf.threshold;
               fj["mass"] = num(m);
-              lines += fj.dump() + "\n";
+              unit.push_back(fj);
             }
             // Channel outliers of Q (this head) and of K and V (its KV head), raw and after
             // subtracting each channel's mean over the context.
@@ -544,10 +477,10 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
               oj["ratio_smoothed"] = num(sm.ratio);
               oj["levels_raw"] = num(raw.int8_levels_median);
               oj["levels_smoothed"] = num(sm.int8_levels_median);
-              lines += oj.dump() + "\n";
+              unit.push_back(oj);
             }
           }
-          append_durable(logs / "stats.jsonl", lines);
+          append_unit(logs / kStatsLog, std::move(unit));
         }
 
         for (const auto& [name, recipe] : e.recipes) {
@@ -559,8 +492,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
   #if defined(QATTN_WITH_GPU)
             const std::string reason = gpu::not_covered(p, recipe);
             if (!reason.empty()) {
-              append_durable(logs / "not_covered.jsonl",
-                             json{{"layer", layer_json(l)}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}.dump() + "\n");
+              append_unit(logs / "not_covered.jsonl", {json{{"layer", layer_json(l)}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}});
               progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), unit_cost(c));
               continue;
             }
@@ -589,7 +521,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           const std::vector<double> ref_out(ref.out.data);
           const bool static_p = !recipe.p.unit_scale && recipe.p.spec.rule == ScaleRule::static_multiplier;
           const double threshold = static_p ? flush_threshold(format_of(recipe.p.spec.format)) / recipe.p.spec.multiplier : 0;
-          std::string lines;
+          std::vector<json> unit;
           double pooled_err = 0, pooled_sig = 0;
           if (const std::string why = non_finite_output(emu_out, hq, static_cast<int>(ref.rows.size()), d, slice.q_heads, ref.rows); !why.empty()) {
             record_failure(logs, l, c, name, opt.backend, why, progress);
@@ -627,9 +559,9 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
                               {"kernel", kernel}, {"cosine", m.cosine}, {"max_abs", m.max_abs},
                               {"kl_mean", have_p_rows ? json(kl) : json(nullptr)}, {"tv_mean", have_p_rows ? json(tv) : json(nullptr)},
                               {"p_mass_flushed_ref", static_p ? json(fl) : json(nullptr)}, {"rows", static_cast<int>(ref.rows.size())}};
-            lines += row.dump() + "\n";
+            unit.push_back(row);
           }
-          append_durable(logs / "results.jsonl", lines);
+          append_unit(logs / "results.jsonl", std::move(unit));
           progress.step(fmt::format("layer {} ctx {} {}: {}", l, c, name,
                                     pooled_err == 0 ? std::string("exact") : fmt::format("{:.2f} dB", 10 * std::log10(pooled_sig / pooled_err))),
                         unit_cost(c));

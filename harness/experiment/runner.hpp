@@ -19,8 +19,4 @@ struct RunOptions {
 // then runs. Throws std::invalid_argument / DatasetError with one clear message.
 void run_experiment(const Experiment& e, const RunOptions& opt);
 
-// Renders REPORT_DIR/figures/*.png from its figure data with matplotlib (reports/plot_report.py).
-// Returns false, with a message, when Python or matplotlib is missing.
-bool render_figures(const std::string& report_dir);
-
 }  // namespace qattn

@@ -12,6 +12,7 @@
 #include <set>
 #include <span>
 
+#include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/outputs_file.hpp"
@@ -39,19 +40,6 @@ struct Unit {
   const LayerOutputs* out = nullptr;
 };
 
-// A report folder is recognised by its config.json naming qattn; anything else is never removed.
-bool is_report_folder(const fs::path& dir) {
-  const fs::path cfg = dir / "config.json";
-  if (!fs::is_regular_file(cfg)) return false;
-  try {
-    std::ifstream in(cfg);
-    const json j = json::parse(in);
-    return j.is_object() && j.contains("git_commit") && j.contains("command_line");
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
 std::string db_text(double x) { return std::isinf(x) ? (x > 0 ? "inf" : "-inf") : fmt::format("{:.2f}", x); }
 
 }  // namespace
@@ -63,7 +51,31 @@ void score_outputs(const ScoreOptions& opt) {
 
   std::vector<OutputsFile> files;
   files.reserve(opt.outputs.size());
-  for (const std::string& f : opt.outputs) files.push_back(read_outputs(f));
+  for (const std::string& f : opt.outputs) {
+    // Each layer's declared shape against the dump, before its outputs are read.
+    const auto against_dump = [&](const std::string& layer, int heads, int, int dim, int context, int last_row) {
+      const LayerInfo* dl = nullptr;
+      try {
+        dl = &info.layer(layer);
+      } catch (const DatasetError&) {
+        std::string known;
+        for (const LayerInfo& x : info.layers) known += (known.empty() ? "" : ", ") + x.name;
+        throw DatasetError(f + ": /layers/" + layer + ": the dump " + opt.dataset + " has no such layer; expected one of " + known);
+      }
+      const std::string where = f + ": /layers/" + layer + "/o";
+      if (heads != dl->q_heads) {
+        throw DatasetError(where + ": " + std::to_string(heads) + " heads; the dump's layer has " + std::to_string(dl->q_heads) +
+                           " query heads; expected one output per query head [Hq, R, d]");
+      }
+      if (dim != dl->dim) throw DatasetError(where + ": head dim " + std::to_string(dim) + "; the dump's layer has d = " + std::to_string(dl->dim));
+      const int ctx = context > 0 ? context : info.n_tokens;
+      if (ctx > info.n_tokens) throw DatasetError(where + ": context " + std::to_string(ctx) + " tokens; the dump has " + std::to_string(info.n_tokens));
+      if (last_row >= ctx) {
+        throw DatasetError(f + ": /layers/" + layer + "/rows: row " + std::to_string(last_row) + " is outside the context of " + std::to_string(ctx) + " tokens");
+      }
+    };
+    files.push_back(read_outputs(f, against_dump));
+  }
 
   std::vector<Unit> units;
   std::set<std::string> seen;
@@ -78,34 +90,11 @@ void score_outputs(const ScoreOptions& opt) {
       }
     }
     for (const LayerOutputs& l : f.layers) {
-      const LayerInfo* dl = nullptr;
-      try {
-        dl = &info.layer(l.layer);
-      } catch (const DatasetError&) {
-        std::string known;
-        for (const LayerInfo& x : info.layers) known += (known.empty() ? "" : ", ") + x.name;
-        throw DatasetError(f.path + ": /layers/" + l.layer + ": the dump " + opt.dataset + " has no such layer; expected one of " + known);
-      }
-      const std::string where = f.path + ": /layers/" + l.layer + "/o";
-      if (l.o.heads != dl->q_heads) {
-        throw DatasetError(where + ": " + std::to_string(l.o.heads) + " heads; the dump's layer has " + std::to_string(dl->q_heads) +
-                           " query heads; expected one output per query head [Hq, R, d]");
-      }
-      if (l.o.dim != dl->dim) {
-        throw DatasetError(where + ": head dim " + std::to_string(l.o.dim) + "; the dump's layer has d = " + std::to_string(dl->dim));
-      }
       Unit u;
       u.file = f.path;
       u.kernel = f.kernel;
       u.layer = l.layer;
       u.context = l.context > 0 ? l.context : info.n_tokens;
-      if (u.context > info.n_tokens) {
-        throw DatasetError(where + ": context " + std::to_string(u.context) + " tokens; the dump has " + std::to_string(info.n_tokens));
-      }
-      if (l.rows.back() >= u.context) {
-        throw DatasetError(f.path + ": /layers/" + l.layer + "/rows: row " + std::to_string(l.rows.back()) + " is outside the context of " +
-                           std::to_string(u.context) + " tokens");
-      }
       u.has_recipe = !line.empty();
       u.recipe = recipe;
       u.recipe_line = u.has_recipe ? to_string(recipe) : "";
@@ -120,16 +109,7 @@ void score_outputs(const ScoreOptions& opt) {
   }
 
   const fs::path dir(opt.output);
-  if (fs::exists(dir)) {
-    if (!opt.force) throw std::invalid_argument(dir.string() + ": the report folder exists; pass --force to replace it");
-    if (!is_report_folder(dir)) {
-      throw std::invalid_argument(dir.string() + ": exists and is not a qattn report folder (no config.json written by qattn); refusing to remove it");
-    }
-    fs::remove_all(dir);
-  }
-  std::error_code ec;
-  fs::create_directories(dir / "figures", ec);
-  if (ec) throw std::invalid_argument(dir.string() + ": cannot create the report folder: " + ec.message());
+  const auto lock = claim_report_folder(dir, opt.force ? Existing::replace : Existing::refuse, "pass --force to replace it");
 
   json inputs = json::array();
   for (const OutputsFile& f : files) {
@@ -242,9 +222,9 @@ void score_outputs(const ScoreOptions& opt) {
         if (!recipe_failed.empty()) row["recipe_failed"] = recipe_failed;
       }
       lines += row.dump() + "\n";
-      csv += fmt::format("{},{},{},\"{}\",\"{}\",{},{},{},{},{},{},{},{},{},{}\n", u.layer, h, u.context, u.kernel, u.recipe_line,
+      csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_text(u.layer), h, u.context, csv_text(u.kernel), csv_text(u.recipe_line),
                          ref.rows.size(), mk.sqnr_db, mk.rel_l2, mk.rel_l1, mk.cosine, mk.max_abs, rdb, rl2, krdb, krl2);
-      figure += fmt::format("{},{},{},\"{}\",{},{},{}\n", u.layer, h, u.context, u.kernel, mk.sqnr_db, rdb, krdb);
+      figure += fmt::format("{},{},{},{},{},{},{}\n", csv_text(u.layer), h, u.context, csv_text(u.kernel), mk.sqnr_db, rdb, krdb);
     }
     append_durable(dir / "results.jsonl", lines);
     summary.push_back(std::move(line));
@@ -252,7 +232,7 @@ void score_outputs(const ScoreOptions& opt) {
   write_atomic(dir / "results.csv", csv);
   write_atomic(dir / "figures" / "score_per_head.csv", figure);
 
-  std::string md = "# Score: " + dir.filename().string() + "\n\nDataset `" + opt.dataset + "` (" + info.attrs.at("model").s +
+  std::string md = "# Score: " + md_text(dir.filename().string()) + "\n\nDataset " + md_code(opt.dataset) + " (" + md_text(info.attrs.at("model").s) +
                    "). Per kernel, layer and context, SQNR in dB with the query heads pooled: the kernel against float64 "
                    "(its whole error), the recipe's emulation against float64 (what its formats cost) and the kernel against "
                    "the emulation (its own error beyond the formats; at least 30 dB above the recipe's error means the kernel "
@@ -262,16 +242,16 @@ void score_outputs(const ScoreOptions& opt) {
   for (const Line& l : summary) {
     double worst = INFINITY;
     for (double x : l.k) worst = std::min(worst, x);
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", l.kernel, l.layer, l.context, l.rows, l.heads, db_text(l.pk.db()),
-                      db_text(worst), l.has_recipe ? db_text(l.pr.db()) : (l.failed.empty() ? "-" : "failed: " + l.failed),
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", md_text(l.kernel), md_text(l.layer), l.context, l.rows, l.heads, db_text(l.pk.db()),
+                      db_text(worst), l.has_recipe ? db_text(l.pr.db()) : (l.failed.empty() ? "-" : "failed: " + md_text(l.failed)),
                       l.has_recipe ? db_text(l.pkr.db()) : "-",
                       l.has_recipe ? fmt::format("{} of {}", l.equal, l.outputs) : "-",
-                      l.recipe_line.empty() ? "(none named)" : "`" + l.recipe_line + "`");
+                      l.recipe_line.empty() ? "(none named)" : md_code(l.recipe_line));
   }
   write_atomic(dir / "summary.md", md);
-  const std::string cmd = fmt::format("'{}' '{}' '{}'", QATTN_PYTHON_EXE, QATTN_SCORE_PLOT_SCRIPT, dir.string());
-  if (std::system(cmd.c_str()) != 0) fmt::print(stderr, "qattn: warning: figures not rendered ({}); the figure data is in {}/figures/\n", cmd, dir.string());
+  const bool drawn = report::render_figures(dir.string(), report::ReportKind::score);
   if (!opt.quiet) fmt::print("{}\nreport: {} (summary.md, results.csv, results.jsonl, config.json, figures/)\n", md, dir.string());
+  if (!drawn) report::throw_figures_missing(dir.string());
 }
 
 }  // namespace qattn

@@ -17,6 +17,7 @@
 
 #include "harness/io/hdf5_detail.hpp"
 #include "harness/io/hdf5_probe.hpp"
+#include "harness/system/memory.hpp"
 #include "kernels/formats/codec.hpp"
 
 namespace qattn {
@@ -129,6 +130,13 @@ void check_finite(const std::string& file, const std::string& where, const Tenso
 TensorF read_tensor(const std::string& file, const H5::Group& g, const std::string& path, const std::string& name,
                     FormatId dtype, const std::vector<int>& heads, int tokens, int dim) {
   const H5::DataSet ds = g.openDataSet(name);
+  try {
+    require_memory(file + ": " + path + "/" + name + " (" + std::to_string(heads.size()) + " heads of " + std::to_string(tokens) + " x " +
+                       std::to_string(dim) + ") as float32",
+                   checked_product(path + "/" + name, {4, heads.size(), static_cast<std::uint64_t>(tokens), static_cast<std::uint64_t>(dim)}));
+  } catch (const std::invalid_argument& e) {
+    throw DatasetError(e.what());
+  }
   TensorF t(static_cast<int>(heads.size()), tokens, dim);
   for (std::size_t i = 0; i < heads.size(); ++i) read_head(ds, dtype, heads[i], tokens, dim, t.row(static_cast<int>(i), 0));
   check_finite(file, path + "/" + name, t, heads);

@@ -21,8 +21,15 @@ inline std::string json_error_text(const std::exception& e) {
 }
 
 inline nlohmann::ordered_json read_json_file(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw std::invalid_argument(path + ": is a folder; expected the " + what + " (a JSON file)");
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) throw std::invalid_argument(path + ": is a folder; expected the " + what + " (a JSON file)");
+  // A FIFO with no writer would block the open forever; a device or socket is no configuration.
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    const char* kind = fs::is_fifo(st) ? "a FIFO" : fs::is_socket(st) ? "a socket" : fs::is_character_file(st) || fs::is_block_file(st) ? "a device" : "a special file";
+    throw std::invalid_argument(path + ": is " + std::string(kind) + "; expected the " + what + " (a regular JSON file)");
+  }
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot read the " + what);
   const auto depth_guard = [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {

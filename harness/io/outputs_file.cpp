@@ -6,6 +6,7 @@
 
 #include "harness/io/hdf5_detail.hpp"
 #include "harness/io/hdf5_probe.hpp"
+#include "harness/system/memory.hpp"
 #include "kernels/formats/codec.hpp"
 
 namespace qattn {
@@ -13,6 +14,9 @@ namespace qattn {
 using namespace h5;
 
 namespace {
+
+// Heads, rows and channels are ints throughout the lab.
+constexpr hsize_t kMaxCount = 2147483647;
 
 std::vector<long long> read_rows(const std::string& file, const H5::Group& g, const std::string& where) {
   if (g.childObjType("rows") != H5O_TYPE_DATASET) fail(file, where, "is not a dataset; expected [R] integer query rows");
@@ -22,12 +26,18 @@ std::vector<long long> read_rows(const std::string& file, const H5::Group& g, co
   std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
   if (!dims.empty()) sp.getSimpleExtentDims(dims.data());
   if (rank != 1 || ds.getTypeClass() != H5T_INTEGER) fail(file, where, "shape " + shape_text(dims) + " " + type_text(ds) + "; expected [R] integer query rows");
+  if (dims[0] > kMaxCount) fail(file, where, "shape " + shape_text(dims) + " declares more rows than a context holds; expected at most " + std::to_string(kMaxCount));
+  try {
+    require_memory(file + ": " + where, checked_product(where, {8, dims[0]}));
+  } catch (const std::invalid_argument& e) {
+    throw DatasetError(e.what());
+  }
   std::vector<long long> rows(dims[0]);
   if (!rows.empty()) ds.read(rows.data(), H5::PredType::NATIVE_LLONG);
   return rows;
 }
 
-LayerOutputs read_layer(const std::string& file, const H5::Group& layers, const std::string& name) {
+LayerOutputs read_layer(const std::string& file, const H5::Group& layers, const std::string& name, const OutputsShapeCheck& check) {
   const std::string path = "/layers/" + name;
   if (layers.childObjType(name) != H5O_TYPE_GROUP) fail(file, path, "is not a group; expected a group holding o");
   const H5::Group g = layers.openGroup(name);
@@ -40,6 +50,12 @@ LayerOutputs read_layer(const std::string& file, const H5::Group& layers, const 
   if (!dims.empty()) sp.getSimpleExtentDims(dims.data());
   if (rank != 3) fail(file, path + "/o", "shape " + shape_text(dims) + "; expected [Hq, R, d] (rank 3)");
   if (dims[0] == 0 || dims[1] == 0 || dims[2] == 0) fail(file, path + "/o", "shape " + shape_text(dims) + " has an empty dimension");
+  for (int i = 0; i < 3; ++i) {
+    if (dims[i] > kMaxCount) {
+      fail(file, path + "/o", "shape " + shape_text(dims) + ": dimension " + std::to_string(i) + " is larger than " + std::to_string(kMaxCount) +
+                                  "; expected [Hq, R, d] each at most that");
+    }
+  }
   const auto dt = float_dtype(ds);
   if (!dt) fail(file, path + "/o", "dtype " + type_text(ds) + "; expected float16, bfloat16 or float32");
 
@@ -77,6 +93,14 @@ LayerOutputs read_layer(const std::string& file, const H5::Group& layers, const 
     fail(file, path + "/rows", "row " + std::to_string(out.rows.back()) + " is outside the context of " + std::to_string(out.context) + " tokens");
   }
 
+  if (check) check(name, hq, r, d, out.context, out.rows.back());
+  // The declared shape is checked against the memory here before a byte of it is read: a small
+  // file can declare a huge dataset (a chunked one, or one whose elements are never written).
+  try {
+    require_memory(file + ": " + path + "/o " + shape_text(dims) + " as float32", checked_product(path + "/o", {4, dims[0], dims[1], dims[2]}));
+  } catch (const std::invalid_argument& e) {
+    throw DatasetError(e.what());
+  }
   out.o = TensorF(hq, r, d);
   const std::size_t n = out.o.size();
   if (*dt == FormatId::fp32) {
@@ -99,7 +123,7 @@ LayerOutputs read_layer(const std::string& file, const H5::Group& layers, const 
 }  // namespace
 
 // Without the child-process read first (read_outputs below does that).
-static OutputsFile read_outputs_directly(const std::string& path) {
+static OutputsFile read_outputs_directly(const std::string& path, const OutputsShapeCheck& check) {
   return with_hdf5_errors(path, [&] {
     if (H5::H5File::isHdf5(path.c_str()) <= 0) {
       throw DatasetError(path + ": not an HDF5 file; expected an HDF5 file of schema qattn-outputs/1");
@@ -133,17 +157,17 @@ static OutputsFile read_outputs_directly(const std::string& path) {
       if (is_number(a) && is_number(b) && a.size() != b.size()) return a.size() < b.size();
       return a < b;
     });
-    for (const std::string& name : names) out.layers.push_back(read_layer(path, layers, name));
+    for (const std::string& name : names) out.layers.push_back(read_layer(path, layers, name, check));
     return out;
   }, false, "qattn-outputs/1");
 }
 
-OutputsFile read_outputs(const std::string& path) {
+OutputsFile read_outputs(const std::string& path, const OutputsShapeCheck& check) {
   if (!std::filesystem::exists(path)) throw DatasetError(path + ": no such file");
   if (!std::filesystem::is_regular_file(path)) throw DatasetError(path + ": not a regular file; expected an HDF5 file of schema qattn-outputs/1");
   // The whole read in the child: outputs files are a few arrays, and a corrupt one must not crash.
-  read_first_in_child(path, [&] { (void)read_outputs_directly(path); }, "qattn-outputs/1");
-  return read_outputs_directly(path);
+  read_first_in_child(path, [&] { (void)read_outputs_directly(path, check); }, "qattn-outputs/1");
+  return read_outputs_directly(path, check);
 }
 
 void write_outputs(const std::string& path, const OutputsFile& out, FormatId dtype) {

@@ -13,6 +13,7 @@
 //
 // The reader validates everything it can without the dump and names the file, the path inside it
 // and what was expected; values must be finite (a kernel that writes NaN or Inf fails, named).
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,7 +41,12 @@ struct OutputsFile {
   std::vector<LayerOutputs> layers;  // numeric names in numeric order
 };
 
-OutputsFile read_outputs(const std::string& path);
+// Called for each layer with what its o declares (heads, rows, dim), its context (0 = not stated)
+// and its last row, before any of o is read: a caller that knows the dump refuses a mismatch by
+// throwing, so a small file that declares a huge o is refused without reading it.
+using OutputsShapeCheck = std::function<void(const std::string& layer, int heads, int rows, int dim, int context, int last_row)>;
+
+OutputsFile read_outputs(const std::string& path, const OutputsShapeCheck& check = {});
 
 // Writes through PATH.tmp and a rename. dtype: fp32, fp16 or bf16 (values rounded by the lab's codec).
 void write_outputs(const std::string& path, const OutputsFile& out, FormatId dtype = FormatId::fp32);

@@ -349,6 +349,9 @@ OperandQuant operand_from_string(const std::string& s, const std::string& what) 
       o.spec.rule = ScaleRule::static_multiplier;
       o.spec.granularity = Granularity::tensor;
       o.spec.multiplier = parse_number(arg, what + " static");
+      if (!(o.spec.multiplier > 0 && std::isfinite(o.spec.multiplier))) {
+        bad(what, "'" + s + "': static:" + arg + "; expected a positive finite multiplier (x * S is what the format encodes)");
+      }
       have_rule = true;
     } else if (head == "scale") {
       o.spec.scale_format = parse_format(arg, what + " scale");

@@ -42,6 +42,7 @@ from ._core import (  # noqa: F401
     load_layer,
     mass_flushed,
     mass_per_decade,
+    max_threads,
     open_dump,
     p_flush_threshold,
     presets,
@@ -60,6 +61,6 @@ from ._score import score  # noqa: F401
 __all__ = [
     "DatasetError", "QuantizedTensor", "Recipe", "channel_outliers", "check", "compare", "decode", "dequantize", "emulate",
     "encode", "format_info", "formats", "gpu_available", "gpu_not_covered", "gpu_run", "load_layer", "mass_flushed",
-    "mass_per_decade", "open_dump", "p_flush_threshold", "presets", "quantize", "read_outputs", "reference", "round_to",
+    "mass_per_decade", "max_threads", "open_dump", "p_flush_threshold", "presets", "quantize", "read_outputs", "reference", "round_to",
     "row_divergence", "sample_rows", "score", "score_files", "write_dump", "write_outputs",
 ]

@@ -80,6 +80,8 @@ def parse(doc, path="<experiment>"):
     else:
         e["windows"] = [_int(path, "$.windows", windows, 1)] * len(e["contexts"])
     e["threads"] = _int(path, "$.threads", doc.get("threads", 2), 1)
+    if e["threads"] > _core.max_threads():
+        _fail(path, "$.threads", f"{e['threads']}; expected at most {_core.max_threads()} (a few per processor of this machine)")
     backend = doc.get("backend", "emulate")
     if backend not in BACKENDS:
         _fail(path, "$.backend", f"{json.dumps(backend)}; expected 'emulate' or 'gpu'")

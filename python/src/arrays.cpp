@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "harness/system/memory.hpp"
 #include "kernels/formats/codec.hpp"
 
 namespace qattn::py {
@@ -26,6 +27,16 @@ std::string dtype_text(const nb::dlpack::dtype& t) {
   return std::string(kind) + std::to_string(t.bits);
 }
 
+}  // namespace
+
+std::uint64_t element_count(const AnyArray& a, const std::string& name) {
+  std::uint64_t n = 1;
+  for (std::size_t i = 0; i < a.ndim(); ++i) n = checked_product(name + ": shape " + shape_text(a), {n, static_cast<std::uint64_t>(a.shape(i))});
+  return n;
+}
+
+namespace {
+
 // Element i (in C order over the shape) of a strided array, as float64, exactly.
 template <typename F>
 void for_each_element(const AnyArray& a, const std::string& name, F&& f) {
@@ -37,8 +48,7 @@ void for_each_element(const AnyArray& a, const std::string& name, F&& f) {
     throw std::invalid_argument(name + ": dtype " + dtype_text(t) + "; expected float16, bfloat16, float32 or float64");
   }
   const std::size_t nd = a.ndim();
-  std::size_t total = 1;
-  for (std::size_t i = 0; i < nd; ++i) total *= a.shape(i);
+  const std::size_t total = element_count(a, name);
   const auto* base = static_cast<const std::uint8_t*>(a.data());
   const std::size_t bytes = t.bits / 8;
   std::vector<std::size_t> idx(nd, 0);
@@ -68,10 +78,20 @@ void for_each_element(const AnyArray& a, const std::string& name, F&& f) {
 
 }  // namespace
 
-TensorF to_tensor(const AnyArray& a, const std::string& name) {
+void check_tensor_shape(const AnyArray& a, const std::string& name) {
   if (a.ndim() != 3) throw std::invalid_argument(name + ": shape " + shape_text(a) + "; expected rank 3 [heads, tokens, dim]");
-  for (std::size_t i = 0; i < 3; ++i)
+  for (std::size_t i = 0; i < 3; ++i) {
     if (a.shape(i) == 0) throw std::invalid_argument(name + ": shape " + shape_text(a) + " has an empty dimension");
+    if (a.shape(i) > static_cast<std::size_t>(kMaxDimension)) {
+      throw std::invalid_argument(name + ": shape " + shape_text(a) + ": dimension " + std::to_string(i) + " is larger than " +
+                                  std::to_string(kMaxDimension) + "; expected [heads, tokens, dim] each at most that");
+    }
+  }
+}
+
+TensorF to_tensor(const AnyArray& a, const std::string& name) {
+  check_tensor_shape(a, name);
+  require_memory(name + " " + shape_text(a) + " as float32", checked_product(name, {4, element_count(a, name)}));
   TensorF t(static_cast<int>(a.shape(0)), static_cast<int>(a.shape(1)), static_cast<int>(a.shape(2)));
   for_each_element(a, name, [&](std::size_t n, double x, bool from_f64) {
     const auto f = static_cast<float>(x);
@@ -86,8 +106,8 @@ TensorF to_tensor(const AnyArray& a, const std::string& name) {
 }
 
 std::vector<double> to_doubles(const AnyArray& a, const std::string& name, std::vector<std::size_t>* shape) {
-  std::size_t total = 1;
-  for (std::size_t i = 0; i < a.ndim(); ++i) total *= a.shape(i);
+  const std::uint64_t total = element_count(a, name);
+  require_memory(name + " " + shape_text(a) + " as float64", checked_product(name, {8, total}));
   std::vector<double> out(total);
   for_each_element(a, name, [&](std::size_t n, double x, bool) { out[n] = x; });
   if (shape) {
@@ -104,6 +124,7 @@ std::vector<int> to_ints(const AnyArray& a, const std::string& name) {
   if (t.lanes != 1 || !(code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt) || (t.bits != 32 && t.bits != 64)) {
     throw std::invalid_argument(name + ": dtype " + dtype_text(t) + "; expected int32 or int64 row indices");
   }
+  require_memory(name + " " + shape_text(a), checked_product(name, {4, element_count(a, name)}));
   std::vector<int> out(a.shape(0));
   const auto* base = static_cast<const std::uint8_t*>(a.data());
   for (std::size_t i = 0; i < out.size(); ++i) {

@@ -2,10 +2,12 @@
 // NumPy / DLPack arrays <-> the lab's tensors. Inputs of float16, bfloat16 or float32 are taken
 // exactly; float64 only when every element is exactly a float32 (the lab's tensors are float32, and
 // a silent rounding of a user's data would be a wrong answer). Outputs hand over the C++ buffer
-// without a copy (the array owns it).
+// without a copy (the array owns it). Every size is checked before its buffer is allocated: a
+// view with stride 0 costs NumPy nothing and can describe more memory than the machine has.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,14 @@ namespace nb = nanobind;
 
 using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
 
+// The lab's tensors index heads, tokens and channels with int.
+constexpr int kMaxDimension = 2147483647;
+
+// The number of elements of a (overflow-checked: a stride-0 view can describe more than 2^64).
+std::uint64_t element_count(const AnyArray& a, const std::string& name);
+
+// Throws unless a is [heads, tokens, dim] with every dimension in 1..kMaxDimension.
+void check_tensor_shape(const AnyArray& a, const std::string& name);
 // A [heads, tokens, dim] float tensor from any CPU array of rank 3 (any strides).
 TensorF to_tensor(const AnyArray& a, const std::string& name);
 // Any-rank float array flattened to float64 (float16/bfloat16/float32/float64 are exact).

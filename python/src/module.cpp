@@ -15,10 +15,12 @@
 #include "harness/io/outputs_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "harness/io/rows_text.hpp"
+#include "harness/system/memory.hpp"
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
 #include "kernels/formats/registry.hpp"
+#include "kernels/problem/parallel_tasks.hpp"
 #include "python/src/arrays.hpp"
 #include "reference/attention.hpp"
 #include "reference/channel_stats.hpp"
@@ -51,15 +53,46 @@ RowSelection parse_rows(const nb::handle& rows) {
   throw std::invalid_argument("rows: expected None, 'all', 'range:BEGIN:END', 'sample:COUNT:SEED', (begin, end) or a list of rows");
 }
 
-Problem make_problem(const AnyArray& q, const AnyArray& k, const AnyArray& v, bool causal, int window, double scale, const nb::handle& rows) {
+// The rows a selection names in a context of n tokens, without listing them.
+std::uint64_t selected_rows(const RowSelection& r, std::uint64_t n) {
+  switch (r.kind) {
+    case RowSelection::Kind::all: return n;
+    case RowSelection::Kind::range: return r.end > r.begin ? std::min<std::uint64_t>(n, static_cast<std::uint64_t>(r.end - r.begin)) : 0;
+    case RowSelection::Kind::sample: return std::min<std::uint64_t>(n, static_cast<std::uint64_t>(std::max(r.count, 0)));
+    case RowSelection::Kind::list: return r.listed.size();
+  }
+  return n;
+}
+
+// What one attention call allocates at least, checked before any of it is: Q, K and V as float32,
+// the output [Hq, R, d] (out_bytes an element) and the probability rows [Hq, P, N] (float64).
+void require_attention_memory(const AnyArray& q, const AnyArray& k, const AnyArray& v, const RowSelection& rows, std::size_t prob_rows,
+                              std::uint64_t out_bytes) {
+  check_tensor_shape(q, "q");
+  check_tensor_shape(k, "k");
+  check_tensor_shape(v, "v");
+  const std::uint64_t nq = element_count(q, "q"), nk = element_count(k, "k"), nv = element_count(v, "v");
+  const std::uint64_t hq = q.shape(0), n = q.shape(1), d = q.shape(2);
+  const std::string what = "q, k, v";
+  const std::uint64_t bytes = checked_sum(what, {checked_product(what, {4, nq}), checked_product(what, {4, nk}), checked_product(what, {4, nv}),
+                                                 checked_product(what, {out_bytes, hq, selected_rows(rows, n), d}),
+                                                 checked_product("prob_rows", {8, hq, prob_rows, n})});
+  require_memory(what + " (" + std::to_string(nq) + ", " + std::to_string(nk) + " and " + std::to_string(nv) +
+                     " elements: the float32 copies, the output and the probability rows)",
+                 bytes);
+}
+
+Problem make_problem(const AnyArray& q, const AnyArray& k, const AnyArray& v, bool causal, int window, double scale, const nb::handle& rows,
+                     std::size_t prob_rows = 0, std::uint64_t out_bytes = 4) {
   Problem p;
+  p.rows = parse_rows(rows);
+  require_attention_memory(q, k, v, p.rows, prob_rows, out_bytes);
   p.q = to_tensor(q, "q");
   p.k = to_tensor(k, "k");
   p.v = to_tensor(v, "v");
   p.causal = causal;
   p.window = window;
   p.softmax_scale = scale;
-  p.rows = parse_rows(rows);
   validate(p);
   return p;
 }
@@ -110,9 +143,27 @@ nb::object rows_array(std::vector<T>&& v) {
   return to_numpy(std::move(v), {n}).cast();
 }
 
+// A NaN or Inf is never handed back as a result: finite inputs can still overflow (a huge
+// softmax_scale, scores past float32, sums past the largest float), and that is an error.
+template <typename T>
+void require_finite(const Tensor3<T>& t, const char* call, const char* what) {
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = t.size(); i-- > 0;)
+    if (!std::isfinite(t.data[i])) ++bad, first = i;
+  if (bad == 0) return;
+  const std::size_t c = first % t.dim, r = (first / t.dim) % t.tokens, h = first / (static_cast<std::size_t>(t.dim) * t.tokens);
+  throw std::invalid_argument(std::string(call) + ": the " + what + " has " + std::to_string(bad) + " non-finite value(s) (first: [" +
+                              std::to_string(h) + ", " + std::to_string(r) + ", " + std::to_string(c) + "] is " +
+                              (std::isnan(t.data[first]) ? "NaN" : "Inf") +
+                              "): the scores or the sums overflow (softmax_scale times q.k past the format's range, or every P "
+                              "of a row flushed to zero); expected inputs and a softmax_scale whose attention stays finite");
+}
+
 // The reference's and the emulator's results as a dict of arrays (the buffers move into NumPy).
 template <typename Result>
-nb::dict attention_dict(Result& r) {
+nb::dict attention_dict(Result& r, const char* call) {
+  require_finite(r.out, call, "output");
+  require_finite(r.probs, call, "probability rows");
   nb::dict d;
   d["rows"] = rows_array(std::move(r.rows));
   d["out"] = to_numpy(std::move(r.out));
@@ -242,7 +293,7 @@ NB_MODULE(_core, m) {
   // ---- attention ----
   m.def("reference", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, bool causal, int window, double softmax_scale,
                         const nb::handle& rows, std::vector<int> prob_rows) {
-    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows);
+    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, prob_rows.size(), 8);
     ReferenceOptions o;
     o.prob_rows = prob_rows;
     ReferenceResult r;
@@ -250,7 +301,7 @@ NB_MODULE(_core, m) {
       nb::gil_scoped_release release;
       r = reference_attention(p, o);
     }
-    return attention_dict(r);
+    return attention_dict(r, "reference");
   }, "q"_a, "k"_a, "v"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
         "prob_rows"_a = std::vector<int>{},
         "The float64 reference. q [Hq, N, d], k and v [Hkv, N, d] (Hq a multiple of Hkv: GQA); window 0 = none; softmax_scale 0 = 1/sqrt(d); "
@@ -260,7 +311,7 @@ NB_MODULE(_core, m) {
         "tokens"_a, "count"_a, "seed"_a, "The lab's seeded sample of query rows (sorted), as 'sample:COUNT:SEED' and the experiments draw it.");
   m.def("emulate", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, const nb::handle& recipe, bool causal, int window,
                       double softmax_scale, const nb::handle& rows, std::vector<int> prob_rows, int threads) {
-    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows);
+    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, prob_rows.size(), 4);
     const Recipe r = recipe_arg(recipe);
     EmulatorOptions o;
     o.prob_rows = prob_rows;
@@ -270,11 +321,12 @@ NB_MODULE(_core, m) {
       nb::gil_scoped_release release;
       e = emulate(p, r, o);
     }
-    return attention_dict(e);
+    return attention_dict(e, "emulate");
   }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
         "prob_rows"_a = std::vector<int>{}, "threads"_a = 0,
         "The bit-faithful emulator of the recipe's tiled kernel. Arguments as reference(). Returns {'rows', 'out' [Hq, R, d] float32, "
         "'prob_rows', 'probs' [Hq, len(prob_rows), N]: the weight each key actually received}. threads never changes a bit.");
+  m.def("max_threads", &max_threads, "The most threads the lab's CPU engines accept (threads=, OMP_NUM_THREADS): a few per processor.");
   m.def("gpu_available", [] {
 #if defined(QATTN_WITH_GPU)
     return true;
@@ -327,6 +379,17 @@ NB_MODULE(_core, m) {
   m.def("row_divergence", [](const AnyArray& p_ref, const AnyArray& p, double floor) {
     const std::vector<double> a = to_doubles(p_ref, "p_ref"), b = to_doubles(p, "p");
     if (a.size() != b.size()) throw std::invalid_argument("row_divergence: p_ref and p have different lengths");
+    // The lab's own callers check their outputs first; a user's rows are checked here, so a NaN
+    // entry is an error rather than a NaN divergence.
+    for (const auto& [row, name] : {std::pair{&a, "p_ref"}, std::pair{&b, "p"}}) {
+      for (std::size_t j = 0; j < row->size(); ++j) {
+        const double x = (*row)[j];
+        if (!(x >= 0 && x <= 1)) {
+          throw std::invalid_argument(std::string("row_divergence: ") + name + "[" + std::to_string(j) + "] = " + std::to_string(x) +
+                                      "; expected a probability (finite, in [0, 1])");
+        }
+      }
+    }
     const RowDivergence d = row_divergence(a, b, floor);
     nb::dict out;
     out["kl"] = d.kl;

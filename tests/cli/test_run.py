@@ -143,7 +143,7 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(os.path.join(small["output"], ".lock"), "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         r = run(path, "--resume")
-        if r.returncode != 1 or "another qattn run is writing this report folder" not in r.stderr:
+        if r.returncode != 1 or "another qattn command is writing this report folder" not in r.stderr:
             fails.append(f"locked folder: {r.returncode} {r.stderr}")
     r = run(path, "--resume")
     if r.returncode != 0 or "0 units to run" not in r.stdout:

@@ -133,7 +133,7 @@ def test_cli_score_errors(dump, qattn_exe, tmp_path):
     user.mkdir()
     (user / "notes.txt").write_text("keep me")
     qattn.write_outputs(out, "k", [{"layer": "7", "o": np.zeros((9, 16, 64), np.float32)}])
-    assert "not a qattn report folder" in err(dump, out, "-o", str(user), "--force")
+    assert "not a report folder qattn wrote" in err(dump, out, "-o", str(user), "--force")
     assert (user / "notes.txt").read_text() == "keep me"
     with pytest.raises(ValueError, match="not finite"):
         qattn.write_outputs(out, "k", [{"layer": "7", "o": np.full((9, 16, 64), np.inf, np.float32)}])

@@ -1,0 +1,39 @@
+#pragma once
+// Who owns a report folder, shared by `qattn run` and `qattn score`: how a folder qattn wrote is
+// recognised, the lock its writer holds for its whole life, and what --force may remove. The lock
+// is taken before anything is removed, so --force never deletes under another writer, and it
+// removes the report's own files only: a user's notes and the kernel outputs in outputs/ stay.
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace qattn::report {
+
+inline constexpr const char* kReportMarker = ".qattn-report";
+
+// A folder qattn wrote: it holds the marker (or, from before the marker, a config.json by qattn).
+bool is_report_folder(const std::filesystem::path& dir);
+
+// An exclusive lock on DIR/.lock (flock: released when the process ends, however it ends, so a
+// killed writer never leaves the folder locked).
+class FolderLock {
+ public:
+  explicit FolderLock(const std::filesystem::path& dir);
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// What a command does with a folder that exists already.
+enum class Existing { refuse, resume, replace };
+
+// Makes DIR this process's report folder: refuses an existing folder under Existing::refuse (the
+// message suggests `flags`, e.g. "pass --resume to complete it or --force to replace it") and any
+// existing folder qattn did not write; locks it (creating it); under Existing::replace removes the
+// report's own files; creates figures/ and the marker. The folder is ours while the lock lives.
+std::unique_ptr<FolderLock> claim_report_folder(const std::filesystem::path& dir, Existing existing, const std::string& flags);
+
+}  // namespace qattn::report
