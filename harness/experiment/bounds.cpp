@@ -29,10 +29,17 @@ constexpr double kSqnrMarginDb = 0.25;
 constexpr double kKlMarginFactor = 1.25;
 constexpr double kKlMarginAbs = 1e-6;
 
+// Per (recipe, layer, context), over heads. A kernel bit-equal to its recipe on a head has an
+// infinite kernel-vs-recipe SQNR there: those heads are counted apart (own_exact), and the mean is
+// over the others, so one exact head does not make the mean infinite.
 struct Agg {
   double sqnr = 0, kl = 0, own = 0;
-  int n = 0, kl_n = 0, own_n = 0;
+  int n = 0, kl_n = 0, own_n = 0, own_exact = 0;
 };
+
+// kernel_vs_recipe_db_min: a number, or "inf" for a kernel that was bit-equal to its recipe on
+// every head (it must stay so).
+bool is_own_bound(const json& v) { return v.is_number() || v == "inf"; }
 
 double parse_db(const json& v) {
   if (v.is_number()) return v.get<double>();
@@ -59,8 +66,11 @@ void validate_bounds(const std::string& bounds_file, const json& b) {
     if (!x.contains("recipe") || !x["recipe"].is_string() || !layer_ok || !context_ok) {
       throw std::invalid_argument(where + ": expected recipe (string), layer (name or index) and context (a positive integer)");
     }
-    for (const char* k : {"sqnr_db_min", "kl_max", "kernel_vs_recipe_db_min"}) {
+    for (const char* k : {"sqnr_db_min", "kl_max"}) {
       if (x.contains(k) && !x[k].is_number()) throw std::invalid_argument(where + "." + k + ": expected a number");
+    }
+    if (x.contains("kernel_vs_recipe_db_min") && !is_own_bound(x["kernel_vs_recipe_db_min"])) {
+      throw std::invalid_argument(where + ".kernel_vs_recipe_db_min: expected a number, or \"inf\" (the kernel bit-equal to its recipe)");
     }
     if (!x.contains("sqnr_db_min") && !x.contains("kl_max") && !x.contains("kernel_vs_recipe_db_min")) {
       throw std::invalid_argument(where + ": no bound; expected sqnr_db_min, kl_max or kernel_vs_recipe_db_min");
@@ -94,6 +104,13 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
     results = fs::path(b["report"].get<std::string>()) / "results.jsonl";
     if (!fs::is_regular_file(results)) {
       throw std::invalid_argument(bounds_file + ": report: " + results.string() + " does not exist; expected a report folder written by qattn score or qattn run");
+    }
+    // summary.md is the last file run and score write: without it the report was interrupted, and
+    // bounds from it would cover only the units that exist.
+    if (update && !fs::is_regular_file(results.parent_path() / "summary.md")) {
+      throw std::invalid_argument(bounds_file + ": report: " + results.parent_path().string() +
+                                  " is incomplete (no summary.md: the command that wrote it was interrupted); complete it (qattn run --resume, "
+                                  "or score again) before storing bounds from it");
     }
   } else {
     const std::string exp_file = b["experiment"].get<std::string>();
@@ -137,7 +154,14 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
     a.sqnr += parse_db(r["sqnr_db"]);
     ++a.n;
     if (r.contains("kl_mean") && !r["kl_mean"].is_null()) a.kl += parse_db(r["kl_mean"]), ++a.kl_n;
-    if (r.contains("kernel_vs_recipe_sqnr_db") && !r["kernel_vs_recipe_sqnr_db"].is_null()) a.own += parse_db(r["kernel_vs_recipe_sqnr_db"]), ++a.own_n;
+    if (r.contains("kernel_vs_recipe_sqnr_db") && !r["kernel_vs_recipe_sqnr_db"].is_null()) {
+      const double own = parse_db(r["kernel_vs_recipe_sqnr_db"]);
+      if (std::isinf(own) && own > 0) {
+        ++a.own_exact;
+      } else {
+        a.own += own, ++a.own_n;
+      }
+    }
   }
   log.close();
   std::map<std::string, std::string> failed;  // recipe|layer|context -> why it has no rows
@@ -164,7 +188,11 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
       json entry = {{"recipe", key.substr(0, p1)}, {"layer", report::layer_json(key.substr(p1 + 1, p2 - p1 - 1))}, {"context", std::stoi(key.substr(p2 + 1))},
                     {"sqnr_db_min", std::round((a.sqnr / a.n - kSqnrMarginDb) * 100) / 100}};
       if (a.kl_n > 0) entry["kl_max"] = a.kl / a.kl_n * kKlMarginFactor + kKlMarginAbs;
-      if (a.own_n > 0 && std::isfinite(a.own / a.own_n)) entry["kernel_vs_recipe_db_min"] = std::round((a.own / a.own_n - kSqnrMarginDb) * 100) / 100;
+      if (a.own_n > 0) {
+        entry["kernel_vs_recipe_db_min"] = std::round((a.own / a.own_n - kSqnrMarginDb) * 100) / 100;
+      } else if (a.own_exact > 0) {
+        entry["kernel_vs_recipe_db_min"] = "inf";  // bit-equal on every head: a single differing bit fails
+      }
       out["bounds"].push_back(entry);
     }
     const std::string tmpfile = bounds_file + ".tmp";
@@ -208,12 +236,19 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
         ++violations;
       }
     }
-    if (x.contains("kernel_vs_recipe_db_min")) {
-      if (a.own_n == 0) {
+    if (x.contains("kernel_vs_recipe_db_min") && x["kernel_vs_recipe_db_min"] == "inf") {
+      if (a.own_n > 0 || a.own_exact == 0) {
+        fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: the kernel is no longer bit-equal to its recipe ({} of {} heads differ{}); "
+                   "the bound asks for bit-equality\n", name, layer, context, a.own_n, a.own_n + a.own_exact,
+                   a.own_n > 0 ? fmt::format(", mean {:.2f} dB", a.own / a.own_n) : std::string());
+        ++violations;
+      }
+    } else if (x.contains("kernel_vs_recipe_db_min")) {
+      if (a.own_n + a.own_exact == 0) {
         fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: kernel_vs_recipe_db_min given but {} name no recipe to compare with\n", name,
                    layer, context, source);
         ++violations;
-      } else if (const double own = a.own / a.own_n; !(own >= x["kernel_vs_recipe_db_min"].get<double>())) {
+      } else if (const double own = a.own_n > 0 ? a.own / a.own_n : INFINITY; !(own >= x["kernel_vs_recipe_db_min"].get<double>())) {
         fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: kernel vs recipe {:.2f} dB < bound {:.2f} dB (the kernel's own error grew by {:.2f} dB)\n",
                    name, layer, context, own, x["kernel_vs_recipe_db_min"].get<double>(), x["kernel_vs_recipe_db_min"].get<double>() - own);
         ++violations;

@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -44,18 +47,51 @@ bool is_report_folder(const fs::path& dir) {
   return run || score;
 }
 
+namespace {
+
+// The locks this process holds, by the lock file's device and inode: flock locks an open file
+// description, so a second open of the same file in this process would be refused by the first.
+// A nested claim (qattn.score holding its folder while score_files claims it again) shares it.
+struct HeldLock {
+  int fd = -1;
+  int count = 0;
+};
+std::mutex held_mutex;
+std::map<std::pair<dev_t, ino_t>, HeldLock> held;
+
+}  // namespace
+
 FolderLock::FolderLock(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  fd_ = ::open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw std::invalid_argument(dir.string() + ": cannot create or write the report folder");
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd_);
+  const int fd = ::open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::invalid_argument(dir.string() + ": cannot create or write the report folder");
+  }
+  const std::lock_guard<std::mutex> guard(held_mutex);
+  key_ = {st.st_dev, st.st_ino};
+  if (auto it = held.find(key_); it != held.end()) {
+    ::close(fd);
+    ++it->second.count;
+    return;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
     throw std::invalid_argument(dir.string() + ": another qattn command is writing this report folder; nothing in it was changed; wait for it to finish");
   }
+  held[key_] = {fd, 1};
 }
 
-FolderLock::~FolderLock() { ::close(fd_); }
+FolderLock::~FolderLock() {
+  const std::lock_guard<std::mutex> guard(held_mutex);
+  const auto it = held.find(key_);
+  if (it != held.end() && --it->second.count == 0) {
+    ::close(it->second.fd);
+    held.erase(it);
+  }
+}
 
 std::unique_ptr<FolderLock> claim_report_folder(const fs::path& dir, Existing existing, const std::string& flags) {
   if (fs::exists(dir) && existing == Existing::refuse) throw std::invalid_argument(dir.string() + ": the report folder exists; " + flags);

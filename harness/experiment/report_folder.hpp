@@ -3,9 +3,12 @@
 // recognised, the lock its writer holds for its whole life, and what --force may remove. The lock
 // is taken before anything is removed, so --force never deletes under another writer, and it
 // removes the report's own files only: a user's notes and the kernel outputs in outputs/ stay.
+#include <sys/types.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace qattn::report {
 
@@ -15,7 +18,8 @@ inline constexpr const char* kReportMarker = ".qattn-report";
 bool is_report_folder(const std::filesystem::path& dir);
 
 // An exclusive lock on DIR/.lock (flock: released when the process ends, however it ends, so a
-// killed writer never leaves the folder locked).
+// killed writer never leaves the folder locked). Per process: a second FolderLock on a folder this
+// process holds shares the lock (a caller holding its folder while a library call claims it again).
 class FolderLock {
  public:
   explicit FolderLock(const std::filesystem::path& dir);
@@ -24,7 +28,7 @@ class FolderLock {
   FolderLock& operator=(const FolderLock&) = delete;
 
  private:
-  int fd_ = -1;
+  std::pair<dev_t, ino_t> key_{};
 };
 
 // What a command does with a folder that exists already.

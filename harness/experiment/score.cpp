@@ -145,6 +145,7 @@ void score_outputs(const ScoreOptions& opt) {
   };
   std::vector<Line> summary;
   for (const Unit& u : units) {
+    if (opt.between_units) opt.between_units();
     SliceRequest req;
     req.tokens = u.context;
     LayerSlice slice = load_layer(info, u.layer, req);

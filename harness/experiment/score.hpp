@@ -6,6 +6,7 @@
 //   kernel vs recipe         the kernel's own error, beyond its formats.
 // It writes a report folder (config.json, results.jsonl, results.csv, summary.md, figures/) that
 // `qattn check` can gate.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ struct ScoreOptions {
   bool force = false;                 // replace an existing report folder that qattn made
   bool quiet = false;                 // no summary on stdout
   std::string command_line;
+  // Called between units (may throw to stop: the Python bindings raise KeyboardInterrupt there).
+  std::function<void()> between_units;
 };
 
 // Everything is checked (files, layers, heads, shapes, rows, contexts, recipes) before any work.

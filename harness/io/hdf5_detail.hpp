@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/io/dataset_file.hpp"
+#include "harness/io/hdf5_probe.hpp"
 #include "kernels/formats/format.hpp"
 
 namespace qattn::h5 {
@@ -184,6 +185,7 @@ inline void put_attr(H5::H5Object& obj, const std::string& name, const AttrValue
 // the failure means for this file instead. `expected` names the schema the file was read as.
 template <typename F>
 auto with_hdf5_errors(const std::string& file, F&& f, bool writing = false, const char* expected = "qattn-dump/1") {
+  const auto lock = hdf5_lock();
   H5::Exception::dontPrint();
   try {
     return f();

@@ -18,11 +18,24 @@ namespace {
 // allows a slow disk or network file system.
 constexpr unsigned kProbeSeconds = 10;
 
+std::recursive_mutex hdf5_mutex;
+bool in_probe_child = false;
+
 }  // namespace
+
+std::unique_lock<std::recursive_mutex> hdf5_lock() {
+  if (in_probe_child) return {};  // its copy of the mutex may be held by a thread the child does not have
+  return std::unique_lock<std::recursive_mutex>(hdf5_mutex);
+}
 
 void read_first_in_child(const std::string& path, const std::function<void()>& read, const std::string& schema) {
   std::fflush(nullptr);
-  const pid_t pid = ::fork();
+  pid_t pid;
+  {
+    const auto lock = hdf5_lock();  // no other thread is inside libhdf5 while we fork
+    pid = ::fork();
+    if (pid == 0) in_probe_child = true;
+  }
   if (pid < 0) return;  // no process to spare: read it directly
   if (pid == 0) {
     // The host (Python, a test runner) may ignore, block or handle SIGALRM: the child's must kill it.

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -45,6 +43,24 @@ def _inputs(d: dict, tensor: str, device: Optional[str], dtype: Optional[str], l
     return q, k, v
 
 
+def _outputs_match(path: str, kernel: str, recipe: str, layers: Sequence[str], context: int, rows: Optional[np.ndarray]) -> bool:
+    """Whether an outputs file an interrupted call left holds what this call would write."""
+    if not os.path.isfile(path):
+        return False
+    try:
+        f = _core.read_outputs(path)
+    except ValueError:
+        return False  # torn or foreign: written again
+    if f["kernel"] != kernel or f["recipe"] != recipe or sorted(l["layer"] for l in f["layers"]) != sorted(layers):
+        return False
+    for l in f["layers"]:
+        if l["context"] != context:
+            return False
+        if (rows is None) != (l["rows"] is None) or (rows is not None and not np.array_equal(rows, l["rows"])):
+            return False
+    return True
+
+
 def score(
     fn: Callable[..., Any],
     dump: str,
@@ -61,6 +77,7 @@ def score(
     dtype: Optional[str] = None,
     layout: str = "HND",
     force: bool = False,
+    resume: bool = False,
     quiet: bool = True,
 ) -> list[dict]:
     """Call ``fn`` on a dump's Q/K/V and score its outputs into the report folder ``output``.
@@ -75,6 +92,12 @@ def score(
     head, the kernel against float64, the recipe's emulation against float64 and the kernel
     against the emulation. ``rows`` scores a seeded sample of that many query rows per context
     (the function still computes all). Returns the report's rows (results.jsonl).
+
+    The kernel's outputs are the costly part: each context's file is written into
+    ``output/outputs/`` as soon as it is computed, and ``resume=True`` completes an interrupted
+    call without calling ``fn`` again for a context whose file is there and matches (same kernel,
+    recipe, layers, context and rows). ``force=True`` replaces the report (its outputs are written
+    again). Ctrl-C stops scoring between units.
     """
     info = _core.open_dump(dump)
     names = [l["name"] for l in info["layers"]]
@@ -94,13 +117,19 @@ def score(
     if recipe_line:
         recipe_line = str(_core.Recipe(recipe_line))  # validated before any work
     name = kernel or getattr(fn, "__name__", "kernel")
-    if os.path.exists(output) and not force:
-        raise ValueError(f"{output}: the report folder exists; pass force=True to replace it")
-
-    tmp = tempfile.mkdtemp(prefix="qattn-score-")
-    try:
+    if force and resume:
+        raise ValueError("force and resume exclude each other (replace the report, or complete it)")
+    existing = "replace" if force else "resume" if resume else "refuse"
+    with _core.claim_report_folder(output, existing, "pass force=True to replace it or resume=True to complete it"):
+        keep = os.path.join(output, "outputs")
+        os.makedirs(keep, exist_ok=True)
         files = []
         for c in ctxs:
+            picked = _core.sample_rows(int(c), int(rows), seed) if rows is not None and rows < c else None
+            path = os.path.join(keep, f"{name.replace(os.sep, '_')}-ctx{c}.h5")
+            if resume and _outputs_match(path, name, recipe_line, chosen, int(c), picked):
+                files.append(path)
+                continue
             entries = []
             for lname in chosen:
                 d = _core.load_layer(dump, lname, tokens=int(c))
@@ -118,22 +147,14 @@ def score(
                     bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
                     raise ValueError(f"{where}: output{list(bad)} is {out[bad]}; expected finite outputs")
                 entry = {"layer": lname, "context": int(c)}
-                if rows is not None and rows < c:
-                    picked = _core.sample_rows(int(c), int(rows), seed)
+                if picked is not None:
                     entry["o"] = np.ascontiguousarray(out[:, picked, :])
                     entry["rows"] = picked
                 else:
                     entry["o"] = out
                 entries.append(entry)
-            path = os.path.join(tmp, f"{name.replace(os.sep, '_')}-ctx{c}.h5")
             _core.write_outputs(path, name, entries, recipe=recipe_line, dtype="fp32", attrs={"dataset": dump})
             files.append(path)
-        _core.score_files(dump, files, output, recipe="", force=force, quiet=quiet)
-        keep = os.path.join(output, "outputs")
-        os.makedirs(keep, exist_ok=True)
-        for f in files:
-            shutil.move(f, os.path.join(keep, os.path.basename(f)))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _core.score_files(dump, files, output, recipe="", force=True, quiet=quiet)
     with open(os.path.join(output, "results.jsonl")) as f:
         return [json.loads(line) for line in f if line.strip()]

@@ -10,6 +10,7 @@
 
 
 #include "harness/experiment/bounds.hpp"
+#include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/score.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/outputs_file.hpp"
@@ -561,10 +562,27 @@ NB_MODULE(_core, m) {
     o.force = force;
     o.quiet = quiet;
     o.command_line = "qattn.score_files(" + dump + ", ... -> " + output + ")";
+    // Ctrl-C between units, not only when scoring ends: the GIL is taken back for the check.
+    o.between_units = [] {
+      nb::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    };
     nb::gil_scoped_release release;
     score_outputs(o);
   }, "dump"_a, "outputs"_a, "output"_a, "recipe"_a = "", "force"_a = false, "quiet"_a = true,
         "What `qattn score` does: score outputs files against the dump's float64 reference and the recipe's emulation into a report folder.");
+  nb::class_<report::FolderLock>(m, "ReportFolder", "A report folder held by this process (its lock, shared with the score_files calls inside).")
+      .def("__enter__", [](report::FolderLock& l) -> report::FolderLock& { return l; }, nb::rv_policy::reference)
+      .def("__exit__", [](nb::handle self, nb::args) { nb::inst_destruct(self); return false; },
+           "Release the folder's lock.");
+  m.def("claim_report_folder", [](const std::string& path, const std::string& existing, const std::string& flags) {
+    const report::Existing e = existing == "refuse" ? report::Existing::refuse : existing == "resume" ? report::Existing::resume
+                             : existing == "replace"  ? report::Existing::replace
+                                                      : throw std::invalid_argument("existing: '" + existing + "'; expected 'refuse', 'resume' or 'replace'");
+    return report::claim_report_folder(path, e, flags).release();
+  }, "path"_a, "existing"_a, "flags"_a, nb::rv_policy::take_ownership,
+        "Make PATH this process's report folder (as `qattn run` and `qattn score` do): lock it, refuse or accept an existing one, "
+        "with 'replace' remove the report's own files (never outputs/). Use as a context manager.");
   m.def("check", [](const std::string& bounds, bool update) {
     nb::gil_scoped_release release;
     return check_bounds(bounds, update);

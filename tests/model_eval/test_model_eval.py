@@ -192,3 +192,21 @@ def test_torch_after_qattn_imports():
     code = "import qattn, torch; print(float(torch.ones(2).sum()))"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=300)
     assert p.returncode == 0 and p.stdout.strip() == "2.0", p.stderr[-2000:]
+
+
+def test_force_under_another_writer_changes_nothing(tmp_path):
+    """--force takes the folder's lock before it removes anything: with another writer holding it
+    (any of qattn run, score or model_eval: one flock protocol), nothing in the folder changes."""
+    import fcntl
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"schema": me.SCHEMA, "experiment": {"name": "older"}}))
+    (out / "results.jsonl").write_text('{"recipe": "older"}\n')
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    exp = {"name": "t", "model": "smollm2", "contexts": [128], "recipes": {"fp32": FP32}, "output": str(out)}
+    with open(out / ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(ValueError, match="another qattn command is writing this folder; nothing in it was changed"):
+            me.run(exp, quiet=True, force=True, path="t.json")
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"} == {k: v for k, v in before.items()}
