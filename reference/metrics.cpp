@@ -61,7 +61,7 @@ RowDivergence row_divergence(std::span<const double> p_ref, std::span<const doub
     throw std::invalid_argument("metrics: reference probability row has " + std::to_string(p_ref.size()) +
                                 " entries but the row compared has " + std::to_string(p.size()));
   }
-  if (!(floor > 0)) throw std::invalid_argument("metrics: KL floor must be positive");
+  if (!(floor > 0 && floor <= 1)) throw std::invalid_argument("metrics: KL floor " + std::to_string(floor) + "; expected a probability in (0, 1]");
   RowDivergence r;
   double tv = 0;
   for (std::size_t j = 0; j < p.size(); ++j) {

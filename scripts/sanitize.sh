@@ -25,7 +25,7 @@ if ((mutations > 0)); then
   python3 - "$out/summary.json" <<'PY' || status=1
 import json, sys
 s = json.load(open(sys.argv[1]))
-bad = {k: sum(t.get(k, 0) for t in s["targets"].values()) for k in ("crash", "hang", "nan", "unclear")}
+bad = {k: sum(t.get(k, 0) for t in s["targets"].values()) for k in ("crash", "hang", "nan", "lost", "unclear")}
 print("sanitize.sh: fuzz under ASan + UBSan:", bad)
 sys.exit(1 if any(bad.values()) else 0)
 PY

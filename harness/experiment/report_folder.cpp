@@ -13,6 +13,7 @@
 
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/report_shards.hpp"
+#include "harness/io/text.hpp"
 
 namespace qattn::report {
 
@@ -93,7 +94,12 @@ FolderLock::~FolderLock() {
   }
 }
 
+void need_utf8_path(const std::string& what, const std::string& path) {
+  if (!valid_utf8(path)) throw std::invalid_argument(what + ": path \"" + shown_text(path) + "\" is not UTF-8; expected a UTF-8 path (reports are JSON)");
+}
+
 std::unique_ptr<FolderLock> claim_report_folder(const fs::path& dir, Existing existing, const std::string& flags) {
+  need_utf8_path("report folder", dir.string());
   if (fs::exists(dir) && existing == Existing::refuse) throw std::invalid_argument(dir.string() + ": the report folder exists; " + flags);
   if (fs::exists(dir) && !is_report_folder(dir)) {
     throw std::invalid_argument(dir.string() + ": exists but is not a report folder qattn wrote (no " + std::string(kReportMarker) +

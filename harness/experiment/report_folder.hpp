@@ -34,6 +34,10 @@ class FolderLock {
 // What a command does with a folder that exists already.
 enum class Existing { refuse, resume, replace };
 
+// Throws std::invalid_argument naming `what` unless the path is UTF-8: reports are JSON, which
+// holds UTF-8 only (a path that is not would fail half way, leaving a half-made folder).
+void need_utf8_path(const std::string& what, const std::string& path);
+
 // Makes DIR this process's report folder: refuses an existing folder under Existing::refuse (the
 // message suggests `flags`, e.g. "pass --resume to complete it or --force to replace it") and any
 // existing folder qattn did not write; locks it (creating it); under Existing::replace removes the

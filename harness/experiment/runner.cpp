@@ -280,6 +280,9 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
   const fs::path dir(e.output);
   std::exception_ptr err;
   try {
+    need_utf8_path(e.file + ": the experiment file", e.file);
+    need_utf8_path(e.file + ": dataset", e.dataset);
+    need_utf8_path(e.file + ": output", e.output);
   #if defined(QATTN_WITH_GPU)
     const bool gpu_built = true;
   #else

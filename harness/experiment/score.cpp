@@ -47,6 +47,9 @@ std::string db_text(double x) { return std::isinf(x) ? (x > 0 ? "inf" : "-inf") 
 void score_outputs(const ScoreOptions& opt) {
   if (opt.outputs.empty()) throw std::invalid_argument("score: no outputs file given; expected one or more qattn-outputs/1 files");
   if (opt.output.empty()) throw std::invalid_argument("score --output: empty; expected a report folder");
+  need_utf8_path("score: the dump", opt.dataset);
+  for (const std::string& f : opt.outputs) need_utf8_path("score: an outputs file", f);
+  need_utf8_path("score --output", opt.output);
   const DatasetInfo info = open_dataset(opt.dataset);
 
   std::vector<OutputsFile> files;

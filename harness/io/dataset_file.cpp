@@ -153,7 +153,11 @@ std::string AttrValue::text() const {
       std::ostringstream o;
       o.precision(17);
       o << d;
-      return o.str();
+      // A whole-number float reads as an integer otherwise ("context = 256; expected a positive
+      // token count" when the trouble is that 256.0 is a float).
+      std::string t = o.str();
+      if (std::isfinite(d) && t.find_first_of(".e") == std::string::npos) t += ".0 (a float)";
+      return t;
     }
   }
   return "";
@@ -317,6 +321,8 @@ LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const S
 
 void write_dataset(const std::string& path, const std::map<std::string, AttrValue>& attrs,
                    const std::vector<LayerToWrite>& layers, FormatId dtype, const std::optional<std::vector<int>>& tokens) {
+  h5::need_storable_attrs(path, "/", attrs);
+  for (const LayerToWrite& l : layers) h5::need_group_name(path, "/layers", l.name);
   h5::write_atomically(path, dtype, [&](H5::H5File& f) {
     using h5::put_attr;
     for (const auto& [k, v] : attrs) put_attr(f, k, v);
@@ -353,7 +359,7 @@ void write_dataset(const std::string& path, const std::map<std::string, AttrValu
       const H5::DataSpace sp(1, &n);
       f.createDataSet("tokens", H5::PredType::STD_I32LE, sp).write(tokens->data(), H5::PredType::NATIVE_INT);
     }
-  });
+  }, [](const std::string& written) { (void)open_dataset(written); });
 }
 
 }  // namespace qattn

@@ -14,6 +14,7 @@
 
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/hdf5_probe.hpp"
+#include "harness/io/text.hpp"
 #include "kernels/formats/format.hpp"
 
 namespace qattn::h5 {
@@ -33,41 +34,6 @@ inline bool is_number(const std::string& s) {
 }
 
 // ---- text ----
-
-// Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF):
-// strings from a file go into JSON reports and Python, which both refuse anything else.
-inline bool valid_utf8(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int n = 0;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c < 0x80) n = 0;
-    else if (c >= 0xC2 && c <= 0xDF) n = 1;
-    else if (c >= 0xE0 && c <= 0xEF) n = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4) n = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else return false;
-    if (n > 0 && i + static_cast<std::size_t>(n) >= s.size()) return false;
-    for (int k = 1; k <= n; ++k) {
-      const auto x = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
-      if (x < (k == 1 ? lo : 0x80) || x > (k == 1 ? hi : 0xBF)) return false;
-    }
-    i += static_cast<std::size_t>(n) + 1;
-  }
-  return true;
-}
-
-// s for a message: printable ASCII and valid UTF-8 as is, any other byte as \xNN.
-inline std::string shown_text(const std::string& s) {
-  if (valid_utf8(s)) return s;
-  std::string out;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7F) out += ch;
-    else out += "\\x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
-  }
-  return out;
-}
 
 // Throws naming the file, where, and what the text is when it is not UTF-8.
 inline void need_utf8(const std::string& file, const std::string& where, const std::string& what, const std::string& s) {
@@ -90,10 +56,22 @@ inline AttrValue read_attr(const std::string& file, const std::string& where, co
       need_utf8(file, where, "attribute '" + shown_text(name) + "' =", v.s);
       break;
     }
-    case H5T_INTEGER:
+    case H5T_INTEGER: {
       v.kind = AttrValue::Kind::integer;
-      a.read(H5::PredType::NATIVE_LLONG, &v.i);
+      // An unsigned 64-bit value past the signed range would be clamped by HDF5's conversion and
+      // shown as 9223372036854775807: it is read as itself and refused as itself.
+      if (a.getIntType().getSign() == H5T_SGN_NONE && a.getIntType().getSize() >= 8) {
+        unsigned long long u = 0;
+        a.read(H5::PredType::NATIVE_ULLONG, &u);
+        if (u > 9223372036854775807ULL) {
+          fail(file, where, "attribute '" + shown_text(name) + "' = " + std::to_string(u) + "; expected an integer at most 9223372036854775807");
+        }
+        v.i = static_cast<long long>(u);
+      } else {
+        a.read(H5::PredType::NATIVE_LLONG, &v.i);
+      }
       break;
+    }
     case H5T_FLOAT:
       v.kind = AttrValue::Kind::real;
       a.read(H5::PredType::NATIVE_DOUBLE, &v.d);
@@ -197,10 +175,34 @@ auto with_hdf5_errors(const std::string& file, F&& f, bool writing = false, cons
 }
 
 
+// A group name a writer may create: the readers list a file's groups, so a name that is empty, "."
+// or "..", holds a '/' (HDF5 would make a path of it), a NUL (HDF5 would cut it) or is not UTF-8
+// would be read back as something else or refused.
+inline void need_group_name(const std::string& file, const std::string& parent, const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos || name.find('\0') != std::string::npos ||
+      !valid_utf8(name)) {
+    fail(file, parent + "/" + shown_text(name), "name \"" + shown_text(name) + "\"; expected a non-empty UTF-8 name without '/' or NUL (not . or ..)");
+  }
+}
+
+// String attributes are stored as C strings: a NUL would cut the value short without a word.
+inline void need_storable_attrs(const std::string& file, const std::string& where, const std::map<std::string, AttrValue>& attrs) {
+  for (const auto& [k, v] : attrs) {
+    if (k.empty() || k.find('\0') != std::string::npos || !valid_utf8(k)) {
+      fail(file, where, "attribute name \"" + shown_text(k) + "\"; expected a non-empty UTF-8 name without NUL");
+    }
+    if (v.kind == AttrValue::Kind::string && (v.s.find('\0') != std::string::npos || !valid_utf8(v.s))) {
+      fail(file, where, "attribute '" + k + "' = " + shown_text(v.s) + "; expected UTF-8 text without NUL bytes");
+    }
+  }
+}
+
 // Writes an HDF5 file through PATH.tmp.PID and a rename, so a crash never leaves a partial file
 // under PATH; `fill` writes the contents into the open file. Checks that dtype is one the lab stores.
-template <typename F>
-void write_atomically(const std::string& path, FormatId dtype, F&& fill) {
+// Before the rename the written file is read back by `reader` (the schema's own reader): a writer
+// never leaves a file its reader refuses, and its rules are written once.
+template <typename F, typename R>
+void write_atomically(const std::string& path, FormatId dtype, F&& fill, R&& reader) {
   if (dtype != FormatId::fp16 && dtype != FormatId::bf16 && dtype != FormatId::fp32) {
     throw DatasetError(path + ": cannot write dtype " + std::string(name_of(dtype)) + "; expected fp16, bf16 or fp32");
   }
@@ -214,14 +216,19 @@ void write_atomically(const std::string& path, FormatId dtype, F&& fill) {
     }
   } guard{tmp};
   with_hdf5_errors(path, [&] {
-    {
-      H5::H5File f(tmp, H5F_ACC_TRUNC);
-      fill(f);
-    }
-    std::filesystem::rename(tmp, path);
-    guard.done = true;
+    H5::H5File f(tmp, H5F_ACC_TRUNC);
+    fill(f);
     return 0;
   }, true);
+  try {
+    reader(tmp);
+  } catch (const DatasetError& e) {
+    std::string msg = e.what();
+    for (std::size_t at = msg.find(tmp); at != std::string::npos; at = msg.find(tmp, at + path.size())) msg.replace(at, tmp.size(), path);
+    throw DatasetError("not written: " + msg);
+  }
+  std::filesystem::rename(tmp, path);
+  guard.done = true;
 }
 
 }  // namespace qattn::h5

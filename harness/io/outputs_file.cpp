@@ -172,6 +172,14 @@ OutputsFile read_outputs(const std::string& path, const OutputsShapeCheck& check
 
 void write_outputs(const std::string& path, const OutputsFile& out, FormatId dtype) {
   if (out.kernel.empty()) throw DatasetError(path + ": kernel: empty; expected the name of the kernel that made the outputs");
+  std::map<std::string, AttrValue> root = out.attrs;
+  root["kernel"] = attr(out.kernel);
+  if (!out.recipe.empty()) root["recipe"] = attr(out.recipe);
+  need_storable_attrs(path, "/", root);
+  for (const LayerOutputs& l : out.layers) {
+    need_group_name(path, "/layers", l.layer);
+    if (l.context < 0) fail(path, "/layers/" + l.layer, "context " + std::to_string(l.context) + "; expected a positive token count (0: not stated)");
+  }
   write_atomically(path, dtype, [&](H5::H5File& f) {
     std::map<std::string, AttrValue> attrs = out.attrs;
     attrs["schema"] = attr(std::string("qattn-outputs/1"));
@@ -203,7 +211,7 @@ void write_outputs(const std::string& path, const OutputsFile& out, FormatId dty
       }
       if (l.context > 0) put_attr(g, "context", attr(static_cast<long long>(l.context)));
     }
-  });
+  }, [](const std::string& written) { (void)read_outputs(written); });
 }
 
 }  // namespace qattn

@@ -14,7 +14,23 @@ namespace qattn {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& what, const std::string& why) { throw std::invalid_argument(what + ": " + why); }
+// The user's text is echoed in errors; a token of kilobytes is shown by its start and length (a
+// recipe token holds no space, the explanation no run of 100 characters without one).
+std::string brief_tokens(const std::string& text) {
+  constexpr std::size_t kLong = 100, kShown = 60;
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t end = std::min(text.find(' ', i), text.size());
+    const std::size_t n = end - i;
+    out += n > kLong ? text.substr(i, kShown) + "... (" + std::to_string(n) + " characters)" : text.substr(i, n);
+    if (end < text.size()) out += ' ';
+    i = end + 1;
+  }
+  return out;
+}
+
+[[noreturn]] void bad(const std::string& what, const std::string& why) { throw std::invalid_argument(brief_tokens(what + ": " + why)); }
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -330,7 +346,7 @@ std::string operand_to_string(const OperandQuant& o) {
   return s;
 }
 
-OperandQuant operand_from_string(const std::string& s, const std::string& what) {
+static OperandQuant parse_operand(const std::string& s, const std::string& what) {
   const std::vector<std::string> parts = split(s, '/');
   if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT][/div[:FORMAT]]");
   OperandQuant o;
@@ -396,7 +412,7 @@ const RecipePreset& find_preset(const std::string& name, const std::string& what
 // A preset names its accumulators itself.
 static bool seen_preset(const std::vector<std::string>& seen) { return std::find(seen.begin(), seen.end(), "preset") != seen.end(); }
 
-Recipe recipe_from_string(const std::string& line) {
+static Recipe parse_recipe_line(const std::string& line) {
   Recipe r = default_recipe();
   std::istringstream in(line);
   std::string tok;
@@ -445,12 +461,29 @@ nlohmann::json to_json(const Recipe& r) {
   return j;
 }
 
+// The parsers' errors (theirs and the formats' below them) with long tokens shown short.
+OperandQuant operand_from_string(const std::string& s, const std::string& what) {
+  try {
+    return parse_operand(s, what);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(brief_tokens(e.what()));
+  }
+}
+
+Recipe recipe_from_string(const std::string& line) {
+  try {
+    return parse_recipe_line(line);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(brief_tokens(e.what()));
+  }
+}
+
 Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
   if (j.is_string()) {
     try {
       return recipe_from_string(j.get<std::string>());
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(where + ": " + e.what());
+      bad(where, e.what());
     }
   }
   if (!j.is_object()) bad(where, "expected a JSON object of recipe keys or a one-line recipe string");
@@ -507,7 +540,7 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
   try {
     validate(r);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(where + ": " + e.what());
+    bad(where, e.what());
   }
   return r;
 }

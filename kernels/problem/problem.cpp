@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace qattn {
 
@@ -40,15 +41,23 @@ std::vector<int> RowSelection::resolve(int tokens) const {
         throw std::invalid_argument("rows: sample of " + std::to_string(count) + " rows from " +
                                     std::to_string(tokens) + " tokens; expected 1.." + std::to_string(tokens));
       }
-      // Partial Fisher-Yates over [0, tokens): distinct rows, deterministic for a seed.
-      std::vector<int> all(tokens);
-      for (int i = 0; i < tokens; ++i) all[i] = i;
+      // Partial Fisher-Yates over [0, tokens): distinct rows, deterministic for a seed. The array
+      // is virtual (position p holds p unless a swap moved another value there), so the memory
+      // grows with the rows drawn, not with the tokens.
+      std::unordered_map<int, int> moved;
+      const auto at = [&](int p) {
+        const auto it = moved.find(p);
+        return it == moved.end() ? p : it->second;
+      };
+      rows.reserve(static_cast<std::size_t>(count));
       std::uint64_t state = seed;
       for (int i = 0; i < count; ++i) {
         const auto j = i + static_cast<int>(splitmix64(state) % static_cast<std::uint64_t>(tokens - i));
-        std::swap(all[i], all[j]);
+        const int vi = at(i), vj = at(j);
+        moved[j] = vi;
+        moved.erase(i);  // position i is never read again
+        rows.push_back(vj);
       }
-      rows.assign(all.begin(), all.begin() + count);
       std::sort(rows.begin(), rows.end());
       return rows;
     }

@@ -135,11 +135,17 @@ def parse(doc, path="<experiment>"):
 
 
 def load(path):
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the open forever
+        raise ExperimentError(f"{path}: not a regular file; expected the experiment (a JSON file)")
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except OSError as err:
         raise ExperimentError(f"{path}: cannot read: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ExperimentError(f"{path}: byte {err.start} is not UTF-8; expected a JSON file (UTF-8 text)") from None
+    except RecursionError:
+        raise ExperimentError(f"{path}: JSON nested too deeply; expected an experiment of a few levels") from None
     except json.JSONDecodeError as err:
         raise ExperimentError(f"{path}: line {err.lineno} column {err.colno}: {err.msg}; expected JSON") from None
     e = parse(doc, path)

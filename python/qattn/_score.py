@@ -101,6 +101,10 @@ def score(
     """
     info = _core.open_dump(dump)
     names = [l["name"] for l in info["layers"]]
+    if layers is not None and len(layers) == 0:
+        raise ValueError(f"layers: empty; expected at least one of {', '.join(names)} (or None: all)")
+    if contexts is not None and len(contexts) == 0:
+        raise ValueError(f"contexts: empty; expected at least one token count in 1..{info['n_tokens']} (or None: the whole dump)")
     chosen = [str(x) for x in layers] if layers is not None else names
     for name in chosen:
         if name not in names:

@@ -379,6 +379,156 @@ def _clear_folder(folder):
             child.unlink()
 
 
+def _git_commit():
+    try:
+        return subprocess.run(["git", "-C", str(_source_dir()), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _versions():
+    import importlib.metadata as md
+
+    v = {"python": platform.python_version()}
+    for pkg in ("torch", "transformers", "gguf", "numpy"):
+        try:
+            v[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            v[pkg] = "absent"
+    return v
+
+
+def validate(e, path="<experiment>"):
+    """Everything that can be checked before the weights load: the model, contexts against the model
+    and the text, layers, and (backend gpu) that a GPU kernel covers every recipe on every layer kind."""
+    facts = model_facts(e["model"], path, e.get("weights"), e.get("text"))
+    cfg = facts["config"]
+    max_ctx = getattr(cfg, "max_position_embeddings", None)
+    title = _models.MODELS[e["model"]]["title"]
+    for i, c in enumerate(e["contexts"]):
+        if max_ctx and c > max_ctx:
+            raise EvalError(f"{path}: $.contexts[{i}]: {c} tokens; {title} supports at most {max_ctx}")
+        _, need = windows_of(facts["ids"], facts["bos"], c, e["windows"][i])
+        if need > len(facts["ids"]):
+            raise EvalError(f"{path}: $.contexts[{i}]: {e['windows'][i]} window(s) of {c} tokens need {need} tokens; "
+                            f"the text has {len(facts['ids'])} for {title}")
+    n_layers = cfg.num_hidden_layers
+    if e["layers"] != "all":
+        for i, layer in enumerate(e["layers"]):
+            if layer >= n_layers:
+                raise EvalError(f"{path}: $.layers[{i}]: {layer}; {title} has layers 0..{n_layers - 1}")
+    if getattr(cfg, "attn_logit_softcapping", None):
+        raise EvalError(f"{path}: $.model: {title} soft-caps attention logits, which no recipe models")
+    if e["backend"] == "gpu":
+        if not _core.gpu_available():
+            raise EvalError(f"{path}: $.backend: 'gpu', but this qattn was built without GPU kernels; "
+                            "configure with -DQATTN_GPU=CUDA (or use backend 'emulate')")
+        kinds = layer_kinds(cfg)
+        chosen = range(n_layers) if e["layers"] == "all" else e["layers"]
+        hq, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
+        d = getattr(cfg, "head_dim", None) or cfg.hidden_size // hq
+        rng = np.random.default_rng(0)
+        for name, r in e["recipes"].items():
+            for kind in sorted({kinds[i] for i in chosen}):
+                if r[kind] == REFERENCE:
+                    continue
+                window = getattr(cfg, "sliding_window", 0) if kind == "sliding" else 0
+                for c in e["contexts"]:
+                    q = rng.standard_normal((hq, c, d)).astype(np.float32)
+                    kv = rng.standard_normal((hkv, c, d)).astype(np.float32)
+                    why = _core.gpu_not_covered(q, kv, kv, r[kind], causal=True, window=window, softmax_scale=d ** -0.5)
+                    if why:
+                        raise EvalError(f"{path}: $.recipes[{json.dumps(name)}]: no GPU kernel runs it on the {kind} layers "
+                                        f"at {c} tokens: {why}")
+    return facts
+
+
+def _configs(e):
+    """(name, recipes-by-kind or None for the model's own attention) in evaluation order."""
+    ref = {kind: REFERENCE for kind in _exp.KINDS}
+    return [(BASELINE, ref)] + ([(OWN, None)] if e.get("model_attention", True) else []) + list(e["recipes"].items())
+
+
+class _Ranks:
+    """The processes of a run: one, or MPI_COMM_WORLD's when an MPI launcher started this one."""
+
+    LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK")
+
+    def __init__(self):
+        self.comm, self.rank, self.size = None, 0, 1
+        if not any(v in os.environ for v in self.LAUNCHER_VARS):
+            return
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            raise EvalError("an MPI launcher started this process but mpi4py is not installed in this Python "
+                            f"({sys.executable}); install it (pip install mpi4py) or run without mpirun") from None
+        self.mpi, self.comm = MPI, MPI.COMM_WORLD
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+
+    def agree(self, err):
+        """Every rank's outcome of a step: returns when all succeeded; else the lowest failing rank
+        raises its error and the others raise EvalError saying which rank failed."""
+        if self.comm is None:
+            if err is not None:
+                raise err
+            return
+        lowest = self.comm.allreduce(self.rank if err is not None else self.size, op=self.mpi.MIN)
+        if lowest == self.size:
+            return
+        if lowest == self.rank:
+            raise err
+        raise _OtherRankFailed(f"rank {self.rank} of {self.size}: stopped because rank {lowest} failed")
+
+    def on_rank0(self, work):
+        err, out = None, None
+        if self.rank == 0:
+            try:
+                out = work()
+            except Exception as e:  # noqa: BLE001 - every rank learns of it, rank 0 raises it
+                err = e
+        self.agree(err)
+        return out
+
+
+class _OtherRankFailed(Exception):
+    """Another rank failed and said why; this one exits without repeating it."""
+
+
+def _shares(costs, size):
+    """Contiguous runs of `costs` of about equal sum: item i goes to the rank whose share holds its
+    cost's midpoint, so a rank's windows stay together."""
+    total, before, owners = sum(costs) or 1.0, 0.0, []
+    for c in costs:
+        owners.append(min(size - 1, int((before + c / 2) / total * size)))
+        before += c
+    return owners
+
+
+class _Progress:
+    """Units done and an ETA on stderr. A unit's expected cost grows with its context: the model's
+    share linearly, attention's quadratically (the weights below); skipped units count as done."""
+
+    def __init__(self, weights, quiet):
+        self.left, self.quiet, self.done, self.total = sum(weights), quiet, 0, len(weights)
+        self.spent = self.weight_done = 0.0
+
+    @staticmethod
+    def weight(context):
+        return context + context * context / 4096.0
+
+    def step(self, what, seconds, weight, skipped=False):
+        self.done += 1
+        self.left -= weight
+        if skipped or self.quiet:
+            return
+        self.spent += seconds
+        self.weight_done += weight
+        eta = self.spent / self.weight_done * self.left
+        print(f"[{self.done}/{self.total}] {what}: {seconds:.1f} s; ETA {eta / 60:.1f} min", file=sys.stderr, flush=True)
+
+
 def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
     """Run (or resume) an evaluation. `experiment`: a file path or a dict (the experiment file's
     contents). Returns the report's rows (results.jsonl); under mpirun, rank 0 returns them and the
@@ -403,6 +553,8 @@ def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
     lock = _Lock(out)
 
     def prepare():  # rank 0, while the others wait
+        if out.exists() and not out.is_dir():
+            raise EvalError(f"{out}: is a file; expected a folder for the report (the experiment's output)")
         if out.exists():
             written = None
             if config_path.exists():
@@ -679,6 +831,9 @@ def main(argv=None):
         return 2
     except (ExperimentError, EvalError, ValueError) as err:
         print(f"qattn.model_eval: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a folder it cannot create or write (read-only, full disk)
+        print(f"qattn.model_eval: error: {err.filename or a.experiment}: {err.strerror}", file=sys.stderr)
         return 2
     if _Ranks().rank != 0:  # rank 0 prints the summary
         return 0

@@ -23,11 +23,28 @@ std::string dtype_text(const nb::dlpack::dtype& t) {
                      : t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int)    ? "int"
                      : t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt)   ? "uint"
                      : t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat) ? "bfloat"
+                     : t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Complex) ? "complex"
+                     : t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bool)    ? "bool"
                                                                                              : "other";
+  if (t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bool)) return kind;
   return std::string(kind) + std::to_string(t.bits);
 }
 
 }  // namespace
+
+AnyArray array_of(const ArrayArg& a, const std::string& name) {
+  AnyArray out;
+  if (nb::try_cast(a.obj, out)) return out;
+  const std::string type = nb::cast<std::string>(nb::str(a.obj.type().attr("__name__")));
+  if (nb::hasattr(a.obj, "dtype")) {
+    const nb::object dt = a.obj.attr("dtype");
+    const std::string order = nb::hasattr(dt, "byteorder") ? nb::cast<std::string>(dt.attr("byteorder")) : "";
+    throw std::invalid_argument(name + ": " + type + " of dtype " + nb::cast<std::string>(nb::str(dt)) +
+                                (order == ">" ? " (big-endian)" : "") +
+                                "; expected float16, bfloat16, float32 or float64 in the machine's byte order (x.astype(np.float32))");
+  }
+  throw std::invalid_argument(name + ": a " + type + "; expected an array (NumPy, or a CPU tensor with DLPack)");
+}
 
 std::uint64_t element_count(const AnyArray& a, const std::string& name) {
   std::uint64_t n = 1;

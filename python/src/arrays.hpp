@@ -19,6 +19,15 @@ namespace nb = nanobind;
 
 using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
 
+// An array argument as the user gave it: any Python object, converted by array_of() with an error
+// naming the argument (an object, str or big-endian array would otherwise fail nanobind's overload
+// resolution with a generic TypeError). Shown in signatures and stubs as numpy.typing.ArrayLike.
+struct ArrayArg {
+  nb::object obj;
+};
+
+AnyArray array_of(const ArrayArg& a, const std::string& name);
+
 // The lab's tensors index heads, tokens and channels with int.
 constexpr int kMaxDimension = 2147483647;
 
@@ -29,8 +38,12 @@ std::uint64_t element_count(const AnyArray& a, const std::string& name);
 void check_tensor_shape(const AnyArray& a, const std::string& name);
 // A [heads, tokens, dim] float tensor from any CPU array of rank 3 (any strides).
 TensorF to_tensor(const AnyArray& a, const std::string& name);
+inline TensorF to_tensor(const ArrayArg& a, const std::string& name) { return to_tensor(array_of(a, name), name); }
 // Any-rank float array flattened to float64 (float16/bfloat16/float32/float64 are exact).
 std::vector<double> to_doubles(const AnyArray& a, const std::string& name, std::vector<std::size_t>* shape = nullptr);
+inline std::vector<double> to_doubles(const ArrayArg& a, const std::string& name, std::vector<std::size_t>* shape = nullptr) {
+  return to_doubles(array_of(a, name), name, shape);
+}
 std::vector<int> to_ints(const AnyArray& a, const std::string& name);
 
 template <typename T>
@@ -47,3 +60,17 @@ nb::ndarray<nb::numpy, T> to_numpy(Tensor3<T>&& t) {
 }
 
 }  // namespace qattn::py
+
+namespace nanobind::detail {
+
+template <>
+struct type_caster<qattn::py::ArrayArg> {
+  NB_TYPE_CASTER(qattn::py::ArrayArg, const_name("numpy.typing.ArrayLike"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    value.obj = borrow(src);
+    return true;
+  }
+  static handle from_cpp(const qattn::py::ArrayArg& v, rv_policy, cleanup_list*) noexcept { return v.obj.inc_ref(); }
+};
+
+}  // namespace nanobind::detail

@@ -40,12 +40,47 @@ namespace {
 
 // ---- rows ----
 
+// ---- arguments ----
+// Python values checked by type, so a wrong one is an error naming the argument instead of
+// nanobind's std::bad_cast.
+
+std::string shown(const nb::handle& h) {
+  std::string r = nb::cast<std::string>(nb::repr(h));
+  return r.size() > 80 ? r.substr(0, 80) + "... (" + std::to_string(r.size()) + " characters)" : r;
+}
+
+long long int_arg(const nb::handle& h, const std::string& name, long long lo, long long hi, const char* expected) {
+  long long v = 0;
+  if (!nb::isinstance<nb::int_>(h) || nb::isinstance<nb::bool_>(h) || !nb::try_cast(h, v) || v < lo || v > hi) {
+    throw std::invalid_argument(name + ": " + shown(h) + "; expected " + expected);
+  }
+  return v;
+}
+
+bool bool_arg(const nb::handle& h, const std::string& name) {
+  if (!nb::isinstance<nb::bool_>(h)) throw std::invalid_argument(name + ": " + shown(h) + "; expected True or False");
+  return nb::cast<bool>(h);
+}
+
+double float_arg(const nb::handle& h, const std::string& name, const char* expected) {
+  if (nb::isinstance<nb::bool_>(h) || !(nb::isinstance<nb::float_>(h) || nb::isinstance<nb::int_>(h))) {
+    throw std::invalid_argument(name + ": " + shown(h) + "; expected " + expected);
+  }
+  return nb::cast<double>(h);
+}
+
+std::string str_arg(const nb::handle& h, const std::string& name, const char* expected) {
+  if (!nb::isinstance<nb::str>(h)) throw std::invalid_argument(name + ": " + shown(h) + "; expected " + expected);
+  return nb::cast<std::string>(h);
+}
+
 // None or "all"; (begin, end); a sequence or array of row indices; "range:B:E"; "sample:COUNT:SEED".
 RowSelection parse_rows(const nb::handle& rows) {
   if (rows.is_none()) return RowSelection::all_rows();
   if (nb::isinstance<nb::str>(rows)) return rows_from_string(nb::cast<std::string>(rows), "rows");
   if (nb::isinstance<nb::tuple>(rows) && nb::len(rows) == 2) {
-    return RowSelection::range_of(nb::cast<int>(rows[0]), nb::cast<int>(rows[1]));
+    return RowSelection::range_of(static_cast<int>(int_arg(rows[0], "rows[0]", 0, kMaxDimension, "a row index >= 0 (rows=(begin, end))")),
+                                  static_cast<int>(int_arg(rows[1], "rows[1]", 0, kMaxDimension, "a row index >= 0 (rows=(begin, end))")));
   }
   AnyArray a;
   if (nb::try_cast(rows, a)) return RowSelection::list_of(to_ints(a, "rows"));
@@ -83,8 +118,9 @@ void require_attention_memory(const AnyArray& q, const AnyArray& k, const AnyArr
                  bytes);
 }
 
-Problem make_problem(const AnyArray& q, const AnyArray& k, const AnyArray& v, bool causal, int window, double scale, const nb::handle& rows,
-                     std::size_t prob_rows = 0, std::uint64_t out_bytes = 4) {
+Problem make_problem(const ArrayArg& q_arg, const ArrayArg& k_arg, const ArrayArg& v_arg, bool causal, int window, double scale,
+                     const nb::handle& rows, std::size_t prob_rows = 0, std::uint64_t out_bytes = 4) {
+  const AnyArray q = array_of(q_arg, "q"), k = array_of(k_arg, "k"), v = array_of(v_arg, "v");
   Problem p;
   p.rows = parse_rows(rows);
   require_attention_memory(q, k, v, p.rows, prob_rows, out_bytes);
@@ -207,7 +243,7 @@ NB_MODULE(_core, m) {
     d["has_nan"] = has_nan(f);
     return d;
   }, "name"_a, "Constants of a format: bits, bias, max finite, min normal/subnormal, epsilon and flush_below (the largest |x| that encodes to zero).");
-  m.def("encode", [](const AnyArray& x, const std::string& fmt) {
+  m.def("encode", [](const ArrayArg& x, const std::string& fmt) {
     const Format f = format_of(parse_format(fmt, "encode: format"));
     std::vector<std::size_t> shape;
     const std::vector<double> v = to_doubles(x, "x", &shape);
@@ -228,7 +264,7 @@ NB_MODULE(_core, m) {
     }
     return to_numpy(std::move(out), shape);
   }, "codes"_a, "format"_a, "Values (float64, same shape) of uint32 codes of the format.");
-  m.def("round_to", [](const AnyArray& x, const std::string& fmt) {
+  m.def("round_to", [](const ArrayArg& x, const std::string& fmt) {
     const Format f = format_of(parse_format(fmt, "round_to: format"));
     std::vector<std::size_t> shape;
     std::vector<double> v = to_doubles(x, "x", &shape);
@@ -246,7 +282,7 @@ NB_MODULE(_core, m) {
       .def("scale_index", &QuantizedTensor::scale_index, "head"_a, "token"_a, "channel"_a, "Index into scales of element (head, token, channel).")
       .def_prop_ro("spec", [](const QuantizedTensor& q) { return operand_to_string(OperandQuant{q.spec, false}); }, "The operand spec, e.g. 'int8/token'.")
       .def("dequantize", [](const QuantizedTensor& q) { return to_numpy(dequantize(q)); }, "Values decode(code) * scale, float32 [heads, tokens, dim].");
-  m.def("quantize", [](const AnyArray& x, const std::string& spec) {
+  m.def("quantize", [](const ArrayArg& x, const std::string& spec) {
     const OperandQuant o = operand_from_string(spec, "quantize: spec");
     if (o.unit_scale) throw std::invalid_argument("quantize: spec '" + spec + "' has no scale; expected FORMAT/GRANULARITY (e.g. int8/token) or FORMAT/static:S; use round_to() for plain rounding");
     const TensorF t = to_tensor(x, "x");
@@ -292,7 +328,7 @@ NB_MODULE(_core, m) {
   }, "The named recipes of real kernels (use as Recipe('preset=NAME ...')): name, recipe line, the source it was read from, and a note.");
 
   // ---- attention ----
-  m.def("reference", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, bool causal, int window, double softmax_scale,
+  m.def("reference", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, bool causal, int window, double softmax_scale,
                         const nb::handle& rows, std::vector<int> prob_rows) {
     const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, prob_rows.size(), 8);
     ReferenceOptions o;
@@ -308,9 +344,13 @@ NB_MODULE(_core, m) {
         "The float64 reference. q [Hq, N, d], k and v [Hkv, N, d] (Hq a multiple of Hkv: GQA); window 0 = none; softmax_scale 0 = 1/sqrt(d); "
         "rows: None/'all', (begin, end), 'sample:COUNT:SEED' or a list. Returns {'rows', 'out' [Hq, R, d] float64, 'prob_rows', "
         "'probs' [Hq, len(prob_rows), N] float64}.");
-  m.def("sample_rows", [](int tokens, int count, std::uint64_t seed) { return rows_array(RowSelection::sample_of(count, seed).resolve(tokens)); },
+  m.def("sample_rows", [](int tokens, int count, std::uint64_t seed) {
+    // The rows, and the positions the draw moves (a hash map: about 64 bytes a row).
+    require_memory("sample_rows: count " + std::to_string(count), checked_product("count", {64, static_cast<std::uint64_t>(std::max(count, 0))}));
+    return rows_array(RowSelection::sample_of(count, seed).resolve(tokens));
+  },
         "tokens"_a, "count"_a, "seed"_a, "The lab's seeded sample of query rows (sorted), as 'sample:COUNT:SEED' and the experiments draw it.");
-  m.def("emulate", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, const nb::handle& recipe, bool causal, int window,
+  m.def("emulate", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
                       double softmax_scale, const nb::handle& rows, std::vector<int> prob_rows, int threads) {
     const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, prob_rows.size(), 4);
     const Recipe r = recipe_arg(recipe);
@@ -335,7 +375,7 @@ NB_MODULE(_core, m) {
     return false;
 #endif
   }, "Whether this build has the GPU kernels (configured with -DQATTN_GPU=CUDA or HIP).");
-  m.def("gpu_not_covered", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, const nb::handle& recipe, bool causal, int window,
+  m.def("gpu_not_covered", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
                               double softmax_scale, const nb::handle& rows) -> std::string {
 #if defined(QATTN_WITH_GPU)
     return gpu::not_covered(make_problem(q, k, v, causal, window, softmax_scale, rows), recipe_arg(recipe));
@@ -345,7 +385,7 @@ NB_MODULE(_core, m) {
 #endif
   }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
         "Why no GPU kernel covers the recipe on this problem ('' when one does).");
-  m.def("gpu_run", [](const AnyArray& q, const AnyArray& k, const AnyArray& v, const nb::handle& recipe, bool causal, int window,
+  m.def("gpu_run", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
                       double softmax_scale, const nb::handle& rows) {
 #if defined(QATTN_WITH_GPU)
     const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows);
@@ -371,13 +411,13 @@ NB_MODULE(_core, m) {
         "Run the recipe on the first GPU family that covers it. Returns {'rows', 'out' [Hq, R, d] float32, 'kernel'}.");
 
   // ---- metrics and statistics ----
-  m.def("compare", [](const AnyArray& ref, const AnyArray& x) {
+  m.def("compare", [](const ArrayArg& ref, const ArrayArg& x) {
     std::vector<std::size_t> sr, sx;
     const std::vector<double> r = to_doubles(ref, "ref", &sr), y = to_doubles(x, "x", &sx);
     if (sr != sx) throw std::invalid_argument("compare: ref and x have different shapes; expected equal (nothing is broadcast)");
     return metrics_dict(compare(r, y));
   }, "ref"_a, "x"_a, "Error metrics of x against ref, in float64: sqnr_db, rel_l2, rel_l1, cosine, max_abs, count.");
-  m.def("row_divergence", [](const AnyArray& p_ref, const AnyArray& p, double floor) {
+  m.def("row_divergence", [](const ArrayArg& p_ref, const ArrayArg& p, double floor) {
     const std::vector<double> a = to_doubles(p_ref, "p_ref"), b = to_doubles(p, "p");
     if (a.size() != b.size()) throw std::invalid_argument("row_divergence: p_ref and p have different lengths");
     // The lab's own callers check their outputs first; a user's rows are checked here, so a NaN
@@ -397,18 +437,18 @@ NB_MODULE(_core, m) {
     out["total_variation"] = d.total_variation;
     return out;
   }, "p_ref"_a, "p"_a, "floor"_a = kKlFloor, "KL(p_ref || p) in nats (each flushed entry's term capped by the floor) and total variation of two probability rows.");
-  m.def("mass_per_decade", [](const AnyArray& p) {
+  m.def("mass_per_decade", [](const ArrayArg& p) {
     const auto b = mass_per_decade(to_doubles(p, "p"));
     return rows_array(std::vector<double>(b.begin(), b.end()));
   }, "p"_a, "Fraction of a probability row's mass per decade: [1e-1, 1], [1e-2, 1e-1), ..., [1e-8, 1e-7), below 1e-8.");
-  m.def("mass_flushed", [](const AnyArray& p, double threshold) { return mass_flushed(to_doubles(p, "p"), threshold); }, "p"_a, "threshold"_a,
+  m.def("mass_flushed", [](const ArrayArg& p, double threshold) { return mass_flushed(to_doubles(p, "p"), threshold); }, "p"_a, "threshold"_a,
         "Fraction of the row's mass on keys with p / max(p) <= threshold (int8 P at 127: 0.5/127).");
   m.def("p_flush_threshold", [](const std::string& spec) {
     const OperandQuant o = operand_from_string(spec, "p_flush_threshold: spec");
     if (o.unit_scale || o.spec.rule != ScaleRule::static_multiplier) throw std::invalid_argument("p_flush_threshold: '" + spec + "'; expected a static P spec such as int8/static:127");
     return flush_threshold(format_of(o.spec.format)) / o.spec.multiplier;
   }, "spec"_a, "p / max(p) at or below which a static P format flushes to zero (e.g. 'int8/static:127' -> 0.5/127).");
-  m.def("channel_outliers", [](const AnyArray& t, int head, int tokens, bool subtract_mean) {
+  m.def("channel_outliers", [](const ArrayArg& t, int head, int tokens, bool subtract_mean) {
     const TensorF x = to_tensor(t, "t");
     if (head < 0 || head >= x.heads) throw std::invalid_argument("channel_outliers: head " + std::to_string(head) + " outside 0.." + std::to_string(x.heads - 1));
     if (tokens < 0 || tokens > x.tokens) throw std::invalid_argument("channel_outliers: tokens " + std::to_string(tokens) + " outside 0.." + std::to_string(x.tokens));
@@ -451,7 +491,11 @@ NB_MODULE(_core, m) {
     d["n_tokens"] = info.n_tokens;
     return d;
   }, "path"_a, "Validate a dump (schema qattn-dump/1) and describe it: attrs, layers (shapes, dtype, causal, sliding_window, softmax_scale), n_tokens.");
-  m.def("load_layer", [](const std::string& path, const std::string& layer, std::vector<int> heads, int tokens) {
+  m.def("load_layer", [](const std::string& path, const nb::handle& layer_arg, std::vector<int> heads, int tokens) {
+    // A layer by name ("15") or by number (15), as score and the reports take it.
+    const std::string layer = nb::isinstance<nb::int_>(layer_arg) && !nb::isinstance<nb::bool_>(layer_arg)
+                                  ? std::to_string(int_arg(layer_arg, "layer", 0, kMaxDimension, "a layer name or a non-negative integer"))
+                                  : str_arg(layer_arg, "layer", "a layer name (str) or a non-negative integer");
     const DatasetInfo info = open_dataset(path);
     SliceRequest req;
     req.heads = heads;
@@ -479,15 +523,17 @@ NB_MODULE(_core, m) {
       for (const char* key : {"name", "q", "k", "v"})
         if (!l.contains(key)) throw std::invalid_argument(where + ": missing '" + key + "'; expected name, q, k, v (and optional causal, sliding_window, softmax_scale, rope)");
       LayerToWrite w;
-      w.name = nb::cast<std::string>(l["name"]);
-      w.q = to_tensor(nb::cast<AnyArray>(l["q"]), where + ".q");
-      w.k = to_tensor(nb::cast<AnyArray>(l["k"]), where + ".k");
-      w.v = to_tensor(nb::cast<AnyArray>(l["v"]), where + ".v");
-      if (l.contains("causal")) w.causal = nb::cast<bool>(l["causal"]);
-      if (l.contains("sliding_window")) w.sliding_window = nb::cast<int>(l["sliding_window"]);
-      if (l.contains("softmax_scale")) w.softmax_scale = nb::cast<double>(l["softmax_scale"]);
+      w.name = str_arg(l["name"], where + ".name", "a layer name (str)");
+      w.q = to_tensor(ArrayArg{l["q"]}, where + ".q");
+      w.k = to_tensor(ArrayArg{l["k"]}, where + ".k");
+      w.v = to_tensor(ArrayArg{l["v"]}, where + ".v");
+      if (l.contains("causal")) w.causal = bool_arg(l["causal"], where + ".causal");
+      if (l.contains("sliding_window")) {
+        w.sliding_window = static_cast<int>(int_arg(l["sliding_window"], where + ".sliding_window", 0, kMaxDimension, "0 (none) or a positive token count"));
+      }
+      if (l.contains("softmax_scale")) w.softmax_scale = float_arg(l["softmax_scale"], where + ".softmax_scale", "a positive finite number (0: 1/sqrt(d))");
       if (w.softmax_scale == 0) w.softmax_scale = 1.0 / std::sqrt(static_cast<double>(w.q.dim));
-      if (l.contains("rope")) w.rope = nb::cast<std::string>(l["rope"]);
+      if (l.contains("rope")) w.rope = str_arg(l["rope"], where + ".rope", "a string naming the position encoding");
       ls.push_back(std::move(w));
     }
     write_dataset(path, attrs_from_py(attrs), ls, parse_format(dtype, "write_dump: dtype"), tokens);
@@ -528,9 +574,9 @@ NB_MODULE(_core, m) {
         if (n < 0) throw std::invalid_argument(where + ".layer: " + std::to_string(n) + " is negative; expected a layer name or a non-negative integer");
         lo.layer = std::to_string(n);
       } else {
-        lo.layer = nb::cast<std::string>(l["layer"]);
+        lo.layer = str_arg(l["layer"], where + ".layer", "a layer name (str) or a non-negative integer");
       }
-      lo.o = to_tensor(nb::cast<AnyArray>(l["o"]), where + ".o");
+      lo.o = to_tensor(ArrayArg{l["o"]}, where + ".o");
       for (std::size_t j = 0; j < lo.o.size(); ++j)
         if (!std::isfinite(lo.o.data[j])) throw std::invalid_argument(where + ".o: element " + std::to_string(j) + " is not finite; the kernel must write finite outputs");
       if (l.contains("rows") && !l["rows"].is_none()) {
@@ -543,7 +589,9 @@ NB_MODULE(_core, m) {
       if (static_cast<int>(lo.rows.size()) != lo.o.tokens) {
         throw std::invalid_argument(where + ": o has " + std::to_string(lo.o.tokens) + " rows but rows names " + std::to_string(lo.rows.size()) + "; expected one index per output row");
       }
-      if (l.contains("context") && !l["context"].is_none()) lo.context = nb::cast<int>(l["context"]);
+      if (l.contains("context") && !l["context"].is_none()) {
+        lo.context = static_cast<int>(int_arg(l["context"], where + ".context", 1, kMaxDimension, "a positive token count (or None)"));
+      }
       f.layers.push_back(std::move(lo));
     }
     write_outputs(path, f, parse_format(dtype, "write_outputs: dtype"));

@@ -314,12 +314,12 @@ TEST_CASE("writing is atomic and refuses values the dtype cannot hold", "[datase
 }
 
 TEST_CASE("strings from a file must be UTF-8 (they go into JSON reports and Python)", "[datasets][utf8]") {
-  using qattn::h5::valid_utf8;
+  using qattn::valid_utf8;
   for (const char* ok : {"", "abc", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9D\x84\x9E", "\xE2\x80\xA8", "\xF4\x8F\xBF\xBF"}) CHECK(valid_utf8(ok));
   // Overlong forms, a surrogate, past U+10FFFF, a lone continuation byte, cut sequences, 0xFF.
   for (const char* bad : {"\xC0\x80", "\xE0\x80\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\x80", "\xE2\x82", "a\xC3", "\xFF"}) {
-    INFO(qattn::h5::shown_text(bad));
+    INFO(qattn::shown_text(bad));
     CHECK_FALSE(valid_utf8(bad));
   }
-  CHECK(qattn::h5::shown_text("ab\xC0\x01") == "ab\\xc0\\x01");
+  CHECK(qattn::shown_text("ab\xC0\x01") == "ab\\xc0\\x01");
 }

@@ -89,6 +89,8 @@ import random
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import surfaces  # noqa: E402 - the targets py, names and race
 
 CRASH_MARKERS = ["terminate called", "Segmentation", "AddressSanitizer", "runtime error:", "LeakSanitizer",
                  "UndefinedBehaviorSanitizer", "stack-overflow", "double free", "free(): ", "malloc(): ",
@@ -943,6 +945,12 @@ def safe_output(tree):
 def gen_case(corpus, rng, target, i):
     c = {"id": f"t{i:06d}", "index": i, "target": target, "files": {}, "mutations": [], "names": set(),
          "fields": set(SCHEMA_KEYS)}
+    if target == "py":
+        return surfaces.gen_py(rng, c, corpus, corpus.recipes)
+    if target == "names":
+        return surfaces.gen_names(rng, c, corpus, jload, jdump)
+    if target == "race":
+        return surfaces.gen_race(rng, c, corpus)
     if target == "recipe":
         line = rng.choice(corpus.recipes)
         if rng.random() < 0.1:
@@ -1149,8 +1157,17 @@ def render_json_case(c, rng):
 # Running and classifying
 
 class Runner:
-    def __init__(self, exe, timeout, mem_mb):
+    def __init__(self, exe, timeout, mem_mb, python=None, pythonpath=None):
         self.exe, self.timeout, self.mem_mb = exe, timeout, mem_mb
+        self.python, self.pythonpath = python, pythonpath
+
+    def env(self, cwd):
+        env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=os.path.join(cwd, "tmp"), LC_ALL="C", MPLBACKEND="Agg",
+                   HDF5_USE_FILE_LOCKING="FALSE", OPENBLAS_NUM_THREADS="1")
+        if self.pythonpath:
+            env["PYTHONPATH"] = self.pythonpath
+        os.makedirs(env["TMPDIR"], exist_ok=True)
+        return env
 
     def limits(self):
         os.setsid()
@@ -1161,12 +1178,10 @@ class Runner:
         f = 512 * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_FSIZE, (f, f))
 
-    def execute(self, args, cwd):
-        env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=os.path.join(cwd, "tmp"), LC_ALL="C", MPLBACKEND="Agg",
-                   HDF5_USE_FILE_LOCKING="FALSE", OPENBLAS_NUM_THREADS="1")
-        os.makedirs(env["TMPDIR"], exist_ok=True)
+    def execute(self, args, cwd, exe=None):
+        env = self.env(cwd)
         t0 = time.monotonic()
-        p = subprocess.Popen([self.exe] + args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        p = subprocess.Popen([exe or self.exe] + args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env, preexec_fn=self.limits)
         hang = False
         try:
@@ -1409,6 +1424,9 @@ def classify(c, res, cwd):
                                  ("mutated report", "results.jsonl" in muts or "resume:" in muts),
                                  ("semantic HDF5", "semantic " in muts)) if hit]
         return "crash", msg, c["argv"][0] + ": " + normalize(msg, c) + (f" [{', '.join(tags)}]" if tags else "")
+    found = surfaces.check(c, res, cwd) if c["target"] in surfaces.TARGETS else None
+    if found:
+        return found[0], found[1], f"{c['target']}: " + normalize(found[1], c)
     if rc not in (0, 1, 2):
         tag = f"cli11 exit {rc}" if "Run with --help" in err else f"exit {rc}"
         msg = f"{tag}: {error_message(err)}"
@@ -1424,6 +1442,8 @@ def classify(c, res, cwd):
             return "nan", msg, norm
         return "ok", "", ""
     msg = error_message(err)
+    if c["target"] == "py" and "incompatible function arguments" in msg:
+        return "error", msg, normalize(msg, c)  # nanobind's TypeError: the signature and the type given, per argument
     internal = [m for m in INTERNAL_MARKERS if m in msg] + INTERNAL_RE.findall(msg)
     if internal:
         return "unclear", f"internal text {internal[0]!r}: {msg}", normalize(msg, c)
@@ -1456,7 +1476,10 @@ def run_case(corpus, runner, c, work, keep=False):
     if any(len(x.encode("utf-8", "surrogatepass")) >= 128 * 1024 for x in c["argv"]):
         return {"class": "skipped", "msg": "an argument longer than exec() accepts", "norm": "", "rc": None,
                 "elapsed": 0.0, "stderr": "", "hang": False}
-    res = runner.execute(c["argv"], tdir)
+    if c["target"] == "race":
+        res = surfaces.run_race(runner, c, tdir)
+    else:
+        res = runner.execute(c["argv"], tdir, runner.python if c.get("exe_kind") == "python" else None)
     cls, msg, norm = classify(c, res, tdir)
     res.update({"class": cls, "msg": msg, "norm": norm})
     if not keep:
@@ -1502,14 +1525,24 @@ def write_repro(corpus, c, res, d):
     lines = ["#!/bin/sh", f"# qattn fuzz reproducer {c['id']}: target {c['target']}, class {res['class']}",
              "# message: " + res["msg"][:400].replace("\n", " "), "# mutations:"]
     lines += ["#   " + m[:200].replace("\n", "\\n") for m in c["mutations"]]
+    if c.get("exe_kind") == "python":
+        run = f'PYTHONPATH={shlex.quote(corpus.pythonpath or "")} {shlex.quote(corpus.python or "python3")} {cmd_args}'
+    elif c["target"] == "race":
+        r = c["race"]
+        run = (f'"$QATTN" {cmd_args} {" ".join(r["first"])} & sleep {r["delay"]:.2f}; '
+               + ("kill -9 $!; " if r["kill_first"] else "") + f'"$QATTN" {cmd_args} {" ".join(r["second"])}; wait')
+    else:
+        run = f'"$QATTN" {cmd_args}'
     lines += ['cd "$(dirname "$0")"', f'QATTN="${{QATTN:-{os.path.abspath(corpus.exe)}}}"',
-              'mkdir -p tmp', f'OMP_NUM_THREADS=1 TMPDIR="$PWD/tmp" "$QATTN" {cmd_args}', ""]
+              'mkdir -p tmp', f'OMP_NUM_THREADS=1 TMPDIR="$PWD/tmp" {run}', ""]
     write_file(os.path.join(d, "cmd.sh"), "\n".join(lines))
     os.chmod(os.path.join(d, "cmd.sh"), 0o755)
 
 
 def minimize(corpus, runner, c, res, work, budget):
     """Greedy deletion keeping (class, normalized message). Returns a reduced case or None."""
+    if c["target"] in surfaces.TARGETS:
+        return None  # their reproducers are small already (one call, one experiment, one pair of commands)
     want = (res["class"], res["norm"])
     runs = [0]
 
@@ -1654,8 +1687,10 @@ def main():
     ap.add_argument("--jobs", "-j", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=20.0)
     ap.add_argument("--mem-mb", type=int, default=4096, help="RLIMIT_AS of each child (0 = none)")
-    ap.add_argument("--targets", default="exp,bounds,recipe,h5")
-    ap.add_argument("--weights", default="exp:0.25,bounds:0.15,recipe:0.35,h5:0.25")
+    ap.add_argument("--targets", default="exp,bounds,recipe,h5,py,names,race")
+    ap.add_argument("--weights", default="exp:0.2,bounds:0.1,recipe:0.25,h5:0.15,py:0.22,names:0.04,race:0.04")
+    ap.add_argument("--python", default=os.path.join(REPO, ".venv", "bin", "python"),
+                    help="the Python with numpy for the py target (qattn from EXE's build: BUILD/python)")
     ap.add_argument("--h5py", default=os.path.join(REPO, ".venv-dump", "bin", "python"),
                     help="a Python with h5py for the semantic HDF5 mutants ('' = none)")
     ap.add_argument("--no-copy-exe", action="store_true", help="run EXE in place (default: copy it to OUT/work/qattn)")
@@ -1677,10 +1712,12 @@ def main():
     if not a.no_copy_exe:
         shutil.copy2(exe, os.path.join(work, "qattn"))
         exe = os.path.join(work, "qattn")
-    runner = Runner(exe, a.timeout, a.mem_mb)
+    pythonpath = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.exe))), "python")
+    runner = Runner(exe, a.timeout, a.mem_mb, a.python, pythonpath)
     t_start = time.monotonic()
     corpus = Corpus(os.path.abspath(a.corpus), work, a.h5py)
     corpus.exe = exe
+    corpus.python, corpus.pythonpath = a.python, pythonpath
     corpus.make_base_reports(runner, work)
     targets = [t for t in a.targets.split(",") if t]
     w = dict((kv.split(":")[0], float(kv.split(":")[1])) for kv in a.weights.split(","))
@@ -1695,11 +1732,11 @@ def main():
         t = rng.choices(targets, weights)[0]
         cases.append((i, t))
 
-    stats = {t: {"cases": 0, "ok": 0, "error": 0, "crash": 0, "hang": 0, "nan": 0, "unclear": 0, "skipped": 0,
+    stats = {t: {"cases": 0, "ok": 0, "error": 0, "crash": 0, "hang": 0, "nan": 0, "lost": 0, "unclear": 0, "skipped": 0,
                  "messages": {}} for t in targets}
     classes = {}  # (target, class, norm) -> info
     findings = open(os.path.join(out, "findings.jsonl"), "w")
-    totals = {"crash": 0, "hang": 0, "nan": 0, "unclear": 0}
+    totals = {"crash": 0, "hang": 0, "nan": 0, "lost": 0, "unclear": 0}
 
     def one(item):
         i, t = item
@@ -1754,7 +1791,7 @@ def main():
                 if a.progress and done % a.progress == 0:
                     el = time.monotonic() - t_start
                     print(f"fuzz: {done}/{a.mutations} trials, {el:.0f} s, crash {totals['crash']} hang {totals['hang']} "
-                          f"nan {totals['nan']} unclear {totals['unclear']}, {len(classes)} distinct", file=sys.stderr,
+                          f"nan {totals['nan']} lost {totals['lost']} unclear {totals['unclear']}, {len(classes)} distinct", file=sys.stderr,
                           flush=True)
     findings.close()
 
@@ -1810,9 +1847,9 @@ def main():
 
     p = lambda s="": print(s, file=sys.stderr)
     p(f"\nfuzz: {a.mutations} trials in {elapsed:.0f} s (seed {a.seed}); findings: {os.path.join(out, 'findings.jsonl')}")
-    p(f"{'target':8} {'cases':>6} {'ok':>6} {'error':>6} {'crash':>6} {'hang':>5} {'nan':>5} {'unclear':>7} {'skipped':>7}")
+    p(f"{'target':8} {'cases':>6} {'ok':>6} {'error':>6} {'crash':>6} {'hang':>5} {'nan':>5} {'lost':>5} {'unclear':>7} {'skipped':>7}")
     for t, st in stats.items():
-        p(f"{t:8} {st['cases']:6} {st['ok']:6} {st['error']:6} {st['crash']:6} {st['hang']:5} {st['nan']:5} "
+        p(f"{t:8} {st['cases']:6} {st['ok']:6} {st['error']:6} {st['crash']:6} {st['hang']:5} {st['nan']:5} {st['lost']:5} "
           f"{st['unclear']:7} {st['skipped']:7}")
     for t in stats:
         top = summary["targets"][t]["top_findings"]

@@ -95,3 +95,23 @@ TEST_CASE("the caller's check sees the declared shape before any of o is read", 
   CHECK(has(error_text([&] { score_outputs(o); }), path + ": /layers/0/o: context 9437184 tokens; the dump has 12"));
   CHECK(!fs::exists(o.output));  // refused before the report folder was made
 }
+
+TEST_CASE("attributes are shown as what they are: a float count, an unsigned 64-bit value", "[outputs][untrusted]") {
+  Folder f;
+  const std::string path = declared(f, "attrs.h5", 2, 4, 8, {2, 4, 8});
+  {
+    H5::H5File file(path, H5F_ACC_RDWR);
+    H5::Group g = file.openGroup("/layers/0");
+    const double ctx = 256;
+    g.createAttribute("context", H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_DOUBLE, &ctx);
+  }
+  CHECK(has(error_text([&] { (void)read_outputs(path); }), "attribute 'context' = 256.0 (a float); expected a positive token count"));
+  {
+    H5::H5File file(path, H5F_ACC_RDWR);
+    H5::Group g = file.openGroup("/layers/0");
+    g.removeAttr("context");
+    const unsigned long long big = ~0ULL;
+    g.createAttribute("context", H5::PredType::STD_U64LE, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_ULLONG, &big);
+  }
+  CHECK(has(error_text([&] { (void)read_outputs(path); }), "attribute 'context' = 18446744073709551615; expected an integer at most 9223372036854775807"));
+}

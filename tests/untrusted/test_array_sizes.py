@@ -1,8 +1,6 @@
 """Arrays that describe more than they hold: a stride-0 NumPy view costs NumPy nothing, whatever
 its shape. Each is refused with a ValueError naming the argument, before any buffer is allocated;
 none crashes the interpreter or is killed for memory."""
-import os
-import resource
 import subprocess
 import sys
 import textwrap

@@ -1,6 +1,5 @@
 """Thread counts are bounded with a clear error: a count in the thousands used to crash inside the
 OpenMP runtime (threads=1000000, OMP_NUM_THREADS=100000) or end the interpreter (2^31 - 1)."""
-import json
 import os
 import subprocess
 
