@@ -82,16 +82,16 @@ double Problem::scale() const { return softmax_scale != 0 ? softmax_scale : 1.0 
 
 void validate(const Problem& p) {
   const auto shape_error = [&](const std::string& what) {
-    throw std::invalid_argument("problem: " + what + " (Q " + p.q.shape_string() + ", K " + p.k.shape_string() +
-                                ", V " + p.v.shape_string() + ")");
+    throw std::invalid_argument("problem: " + what + " (q " + p.q.shape_string() + ", k " + p.k.shape_string() +
+                                ", v " + p.v.shape_string() + ")");
   };
   for (const TensorF* t : {&p.q, &p.k, &p.v}) {
     if (t->heads <= 0 || t->tokens <= 0 || t->dim <= 0) shape_error("a tensor has an empty dimension; expected all positive");
     if (t->data.size() != static_cast<std::size_t>(t->heads) * t->tokens * t->dim) shape_error("tensor data size does not match its shape");
   }
-  if (p.k.heads != p.v.heads || p.k.tokens != p.v.tokens || p.k.dim != p.v.dim) shape_error("K and V shapes differ; expected equal");
-  if (p.q.tokens != p.k.tokens) shape_error("Q and K token counts differ; expected equal (queries and keys share positions)");
-  if (p.q.dim != p.k.dim) shape_error("Q and K head dims differ; expected equal");
+  if (p.k.heads != p.v.heads || p.k.tokens != p.v.tokens || p.k.dim != p.v.dim) shape_error("k and v shapes differ; expected equal");
+  if (p.q.tokens != p.k.tokens) shape_error("q and k token counts differ; expected equal (queries and keys share positions)");
+  if (p.q.dim != p.k.dim) shape_error("q and k head dims differ; expected equal");
   if (p.q.heads % p.k.heads != 0) {
     shape_error("Hq = " + std::to_string(p.q.heads) + " is not a multiple of Hkv = " + std::to_string(p.k.heads));
   }
@@ -100,9 +100,9 @@ void validate(const Problem& p) {
     throw std::invalid_argument("problem: softmax_scale " + std::to_string(p.softmax_scale) + " must be finite and >= 0 (0 = 1/sqrt(d))");
   }
   (void)p.rows.resolve(p.q.tokens);
-  check_finite(p.q, "Q");
-  check_finite(p.k, "K");
-  check_finite(p.v, "V");
+  check_finite(p.q, "q");
+  check_finite(p.k, "k");
+  check_finite(p.v, "v");
 }
 
 }  // namespace qattn

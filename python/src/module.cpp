@@ -41,6 +41,17 @@ namespace {
 // ---- rows ----
 
 // ---- arguments ----
+
+// A user's probability row, checked here (the lab's own callers check their outputs first), so a
+// NaN entry is an error rather than a NaN statistic.
+void require_probabilities(const std::vector<double>& p, const char* call, const char* name) {
+  for (std::size_t j = 0; j < p.size(); ++j) {
+    if (!(p[j] >= 0 && p[j] <= 1)) {
+      throw std::invalid_argument(std::string(call) + ": " + name + "[" + std::to_string(j) + "] = " + std::to_string(p[j]) +
+                                  "; expected a probability (finite, in [0, 1])");
+    }
+  }
+}
 // Python values checked by type, so a wrong one is an error naming the argument instead of
 // nanobind's std::bad_cast.
 
@@ -103,14 +114,17 @@ std::uint64_t selected_rows(const RowSelection& r, std::uint64_t n) {
 // What one attention call allocates at least, checked before any of it is: Q, K and V as float32,
 // the output [Hq, R, d] (out_bytes an element) and the probability rows [Hq, P, N] (float64).
 void require_attention_memory(const AnyArray& q, const AnyArray& k, const AnyArray& v, const RowSelection& rows, std::size_t prob_rows,
-                              std::uint64_t out_bytes) {
+                              std::uint64_t out_bytes, std::uint64_t work_bytes) {
   check_tensor_shape(q, "q");
   check_tensor_shape(k, "k");
   check_tensor_shape(v, "v");
   const std::uint64_t nq = element_count(q, "q"), nk = element_count(k, "k"), nv = element_count(v, "v");
   const std::uint64_t hq = q.shape(0), n = q.shape(1), d = q.shape(2);
   const std::string what = "q, k, v";
-  const std::uint64_t bytes = checked_sum(what, {checked_product(what, {4, nq}), checked_product(what, {4, nk}), checked_product(what, {4, nv}),
+  // The float32 copies, and work_bytes an element for what the engine makes of them (the
+  // emulator's codes and dequantized operands).
+  const std::uint64_t in_bytes = 4 + work_bytes;
+  const std::uint64_t bytes = checked_sum(what, {checked_product(what, {in_bytes, nq}), checked_product(what, {in_bytes, nk}), checked_product(what, {in_bytes, nv}),
                                                  checked_product(what, {out_bytes, hq, selected_rows(rows, n), d}),
                                                  checked_product("prob_rows", {8, hq, prob_rows, n})});
   require_memory(what + " (" + std::to_string(nq) + ", " + std::to_string(nk) + " and " + std::to_string(nv) +
@@ -119,11 +133,11 @@ void require_attention_memory(const AnyArray& q, const AnyArray& k, const AnyArr
 }
 
 Problem make_problem(const ArrayArg& q_arg, const ArrayArg& k_arg, const ArrayArg& v_arg, bool causal, int window, double scale,
-                     const nb::handle& rows, std::size_t prob_rows = 0, std::uint64_t out_bytes = 4) {
+                     const nb::handle& rows, std::size_t prob_rows = 0, std::uint64_t out_bytes = 4, std::uint64_t work_bytes = 0) {
   const AnyArray q = array_of(q_arg, "q"), k = array_of(k_arg, "k"), v = array_of(v_arg, "v");
   Problem p;
   p.rows = parse_rows(rows);
-  require_attention_memory(q, k, v, p.rows, prob_rows, out_bytes);
+  require_attention_memory(q, k, v, p.rows, prob_rows, out_bytes, work_bytes);
   p.q = to_tensor(q, "q");
   p.k = to_tensor(k, "k");
   p.v = to_tensor(v, "v");
@@ -218,6 +232,16 @@ NB_MODULE(_core, m) {
   using namespace qattn::py;
   m.doc() = "The C++ core of qattn (formats, recipes, float64 reference, emulator, GPU backend, metrics, statistics, dumps, scoring).";
   nb::exception<DatasetError>(m, "DatasetError", PyExc_ValueError);
+  // The calls check what they allocate before they start; an allocation that fails all the same
+  // (another process took the memory meanwhile) is one clear MemoryError, not "std::bad_alloc".
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(PyExc_MemoryError, ("out of memory: the arguments need more than the " + bytes_text(available_memory()) +
+                                          " available here; expected smaller arrays (fewer heads, tokens or rows)").c_str());
+    }
+  });
 
   // ---- formats ----
   m.def("formats", [] {
@@ -245,8 +269,11 @@ NB_MODULE(_core, m) {
   }, "name"_a, "Constants of a format: bits, bias, max finite, min normal/subnormal, epsilon and flush_below (the largest |x| that encodes to zero).");
   m.def("encode", [](const ArrayArg& x, const std::string& fmt) {
     const Format f = format_of(parse_format(fmt, "encode: format"));
+    const AnyArray a = array_of(x, "x");
+    // float64 values and uint32 codes an element, before either is made.
+    require_memory("x (" + std::to_string(element_count(a, "x")) + " elements, as float64 and codes)", checked_product("x", {12, element_count(a, "x")}));
     std::vector<std::size_t> shape;
-    const std::vector<double> v = to_doubles(x, "x", &shape);
+    const std::vector<double> v = to_doubles(a, "x", &shape);
     std::vector<std::uint32_t> codes(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) codes[i] = encode(f, v[i]);
     return to_numpy(std::move(codes), shape);
@@ -285,7 +312,11 @@ NB_MODULE(_core, m) {
   m.def("quantize", [](const ArrayArg& x, const std::string& spec) {
     const OperandQuant o = operand_from_string(spec, "quantize: spec");
     if (o.unit_scale) throw std::invalid_argument("quantize: spec '" + spec + "' has no scale; expected FORMAT/GRANULARITY (e.g. int8/token) or FORMAT/static:S; use round_to() for plain rounding");
-    const TensorF t = to_tensor(x, "x");
+    const AnyArray a = array_of(x, "x");
+    check_tensor_shape(a, "x");
+    // The float32 copy and the codes (uint32) an element, before either is made.
+    require_memory("x (" + std::to_string(element_count(a, "x")) + " elements, as float32 and codes)", checked_product("x", {8, element_count(a, "x")}));
+    const TensorF t = to_tensor(a, "x");
     validate(o.spec, t.heads, t.tokens, t.dim);
     return quantize(t, o.spec);
   }, "x"_a, "spec"_a, "Quantize a [heads, tokens, dim] tensor as one recipe operand: 'int8/token', 'int4/group:32/scale:fp16', 'e4m3/static:448', ...");
@@ -352,7 +383,7 @@ NB_MODULE(_core, m) {
         "tokens"_a, "count"_a, "seed"_a, "The lab's seeded sample of query rows (sorted), as 'sample:COUNT:SEED' and the experiments draw it.");
   m.def("emulate", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
                       double softmax_scale, const nb::handle& rows, std::vector<int> prob_rows, int threads) {
-    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, prob_rows.size(), 4);
+    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, prob_rows.size(), 4, 8);
     const Recipe r = recipe_arg(recipe);
     EmulatorOptions o;
     o.prob_rows = prob_rows;
@@ -412,25 +443,21 @@ NB_MODULE(_core, m) {
 
   // ---- metrics and statistics ----
   m.def("compare", [](const ArrayArg& ref, const ArrayArg& x) {
+    const AnyArray ra = array_of(ref, "ref"), xa = array_of(x, "x");
+    require_memory("ref, x (as float64)", checked_sum("ref, x", {checked_product("ref", {8, element_count(ra, "ref")}),
+                                                                checked_product("x", {8, element_count(xa, "x")})}));
     std::vector<std::size_t> sr, sx;
-    const std::vector<double> r = to_doubles(ref, "ref", &sr), y = to_doubles(x, "x", &sx);
+    const std::vector<double> r = to_doubles(ra, "ref", &sr), y = to_doubles(xa, "x", &sx);
     if (sr != sx) throw std::invalid_argument("compare: ref and x have different shapes; expected equal (nothing is broadcast)");
+    if (r.empty()) throw std::invalid_argument("compare: ref and x are empty; expected at least one value");
     return metrics_dict(compare(r, y));
   }, "ref"_a, "x"_a, "Error metrics of x against ref, in float64: sqnr_db, rel_l2, rel_l1, cosine, max_abs, count.");
   m.def("row_divergence", [](const ArrayArg& p_ref, const ArrayArg& p, double floor) {
     const std::vector<double> a = to_doubles(p_ref, "p_ref"), b = to_doubles(p, "p");
     if (a.size() != b.size()) throw std::invalid_argument("row_divergence: p_ref and p have different lengths");
-    // The lab's own callers check their outputs first; a user's rows are checked here, so a NaN
-    // entry is an error rather than a NaN divergence.
-    for (const auto& [row, name] : {std::pair{&a, "p_ref"}, std::pair{&b, "p"}}) {
-      for (std::size_t j = 0; j < row->size(); ++j) {
-        const double x = (*row)[j];
-        if (!(x >= 0 && x <= 1)) {
-          throw std::invalid_argument(std::string("row_divergence: ") + name + "[" + std::to_string(j) + "] = " + std::to_string(x) +
-                                      "; expected a probability (finite, in [0, 1])");
-        }
-      }
-    }
+    if (!(floor > 0 && floor <= 1)) throw std::invalid_argument("row_divergence: floor = " + std::to_string(floor) + "; expected a probability in (0, 1]");
+    require_probabilities(a, "row_divergence", "p_ref");
+    require_probabilities(b, "row_divergence", "p");
     const RowDivergence d = row_divergence(a, b, floor);
     nb::dict out;
     out["kl"] = d.kl;
@@ -438,10 +465,17 @@ NB_MODULE(_core, m) {
     return out;
   }, "p_ref"_a, "p"_a, "floor"_a = kKlFloor, "KL(p_ref || p) in nats (each flushed entry's term capped by the floor) and total variation of two probability rows.");
   m.def("mass_per_decade", [](const ArrayArg& p) {
-    const auto b = mass_per_decade(to_doubles(p, "p"));
+    const std::vector<double> row = to_doubles(p, "p");
+    require_probabilities(row, "mass_per_decade", "p");
+    const auto b = mass_per_decade(row);
     return rows_array(std::vector<double>(b.begin(), b.end()));
   }, "p"_a, "Fraction of a probability row's mass per decade: [1e-1, 1], [1e-2, 1e-1), ..., [1e-8, 1e-7), below 1e-8.");
-  m.def("mass_flushed", [](const ArrayArg& p, double threshold) { return mass_flushed(to_doubles(p, "p"), threshold); }, "p"_a, "threshold"_a,
+  m.def("mass_flushed", [](const ArrayArg& p, double threshold) {
+    const std::vector<double> row = to_doubles(p, "p");
+    require_probabilities(row, "mass_flushed", "p");
+    if (!(threshold >= 0 && threshold <= 1)) throw std::invalid_argument("mass_flushed: threshold = " + std::to_string(threshold) + "; expected p / max(p) in [0, 1]");
+    return mass_flushed(row, threshold);
+  }, "p"_a, "threshold"_a,
         "Fraction of the row's mass on keys with p / max(p) <= threshold (int8 P at 127: 0.5/127).");
   m.def("p_flush_threshold", [](const std::string& spec) {
     const OperandQuant o = operand_from_string(spec, "p_flush_threshold: spec");

@@ -20,19 +20,19 @@ TEST_CASE("Hq not a multiple of Hkv is rejected", "[reference][errors]") {
   const Problem p = random_problem(5, 2, 8, 4, 1);
   const std::string msg = problem_error(p);
   CHECK(msg.find("Hq = 5 is not a multiple of Hkv = 2") != std::string::npos);
-  CHECK(msg.find("Q [5, 8, 4]") != std::string::npos);
+  CHECK(msg.find("q [5, 8, 4]") != std::string::npos);
 }
 
 TEST_CASE("mismatched shapes are rejected", "[reference][errors]") {
   Problem p = random_problem(2, 1, 8, 4, 1);
   p.v = qattn::test::random_tensor(1, 8, 5, 3);
-  CHECK(problem_error(p).find("K and V shapes differ") != std::string::npos);
+  CHECK(problem_error(p).find("k and v shapes differ") != std::string::npos);
   p = random_problem(2, 1, 8, 4, 1);
   p.q = qattn::test::random_tensor(2, 8, 6, 3);
-  CHECK(problem_error(p).find("Q and K head dims differ") != std::string::npos);
+  CHECK(problem_error(p).find("q and k head dims differ") != std::string::npos);
   p = random_problem(2, 1, 8, 4, 1);
   p.q = qattn::test::random_tensor(2, 9, 4, 3);
-  CHECK(problem_error(p).find("Q and K token counts differ") != std::string::npos);
+  CHECK(problem_error(p).find("q and k token counts differ") != std::string::npos);
   p = random_problem(2, 1, 8, 4, 1);
   p.k.data.pop_back();
   CHECK(problem_error(p).find("tensor data size does not match its shape") != std::string::npos);
@@ -41,10 +41,10 @@ TEST_CASE("mismatched shapes are rejected", "[reference][errors]") {
 TEST_CASE("NaN or Inf inputs are rejected with their position", "[reference][errors]") {
   Problem p = random_problem(2, 1, 8, 4, 1);
   p.k(0, 5, 3) = std::nanf("");
-  CHECK(problem_error(p).find("K[head 0, token 5, channel 3] is NaN; expected finite values") != std::string::npos);
+  CHECK(problem_error(p).find("k[head 0, token 5, channel 3] is NaN; expected finite values") != std::string::npos);
   p = random_problem(2, 1, 8, 4, 1);
   p.v(0, 7, 0) = INFINITY;
-  CHECK(problem_error(p).find("V[head 0, token 7, channel 0] is Inf") != std::string::npos);
+  CHECK(problem_error(p).find("v[head 0, token 7, channel 0] is Inf") != std::string::npos);
 }
 
 TEST_CASE("the largest sliding window keeps every key visible without overflowing", "[reference]") {
