@@ -138,11 +138,29 @@ std::string md_text(const std::string& s) {
   return out;
 }
 
+namespace {
+
+struct FigureTools {
+  std::string python = QATTN_PYTHON_EXE, run_script = QATTN_PLOT_SCRIPT, score_script = QATTN_SCORE_PLOT_SCRIPT;
+};
+
+FigureTools& figure_tools() {
+  static FigureTools tools;
+  return tools;
+}
+
+}  // namespace
+
+void set_figure_tools(const std::string& python, const std::string& scripts_dir) {
+  figure_tools() = {python, (fs::path(scripts_dir) / "plot_report.py").string(), (fs::path(scripts_dir) / "plot_score.py").string()};
+}
+
 bool render_figures(const std::string& report_dir, ReportKind kind) {
-  const char* script = kind == ReportKind::run ? QATTN_PLOT_SCRIPT : QATTN_SCORE_PLOT_SCRIPT;
-  const ProcessStatus s = run_process({QATTN_PYTHON_EXE, script, report_dir});
+  const FigureTools& t = figure_tools();
+  const std::string& script = kind == ReportKind::run ? t.run_script : t.score_script;
+  const ProcessStatus s = run_process({t.python, script, report_dir});
   if (s.ok()) return true;
-  fmt::print(stderr, "qattn: warning: figures not rendered ({} {} {}: {}); the figure data is in {}/figures/\n", QATTN_PYTHON_EXE, script,
+  fmt::print(stderr, "qattn: warning: figures not rendered ({} {} {}: {}); the figure data is in {}/figures/\n", t.python, script,
              report_dir, s.text(), report_dir);
   return false;
 }

@@ -46,6 +46,9 @@ enum class ReportKind { run, score };
 // an argument vector: the folder's name is never read by a shell). Returns false, with a warning
 // on stderr, when the drawing failed (Python or matplotlib missing, interrupted, disk full).
 bool render_figures(const std::string& report_dir, ReportKind kind);
+// The interpreter and the folder holding plot_report.py and plot_score.py: the build's unless set
+// (an installed Python package sets its own interpreter and the scripts it carries).
+void set_figure_tools(const std::string& python, const std::string& scripts_dir);
 // The error that `run` and `score` end with when their figures were not drawn: the data is
 // complete, the command did not do all it was asked.
 [[noreturn]] void throw_figures_missing(const std::string& report_dir);

@@ -16,6 +16,8 @@ carrying the C++ message.
     >>> qattn.compare(ref["out"], emu["out"])["sqnr_db"]
 """
 import importlib.util as _util
+import os as _os
+import sys as _sys
 
 # Where torch is installed it is imported before this package's C++ library: on the H200 machine's
 # Python (Ubuntu 24.04, torch 2.11) `import qattn; import torch` aborts inside torch's initialization
@@ -23,6 +25,7 @@ import importlib.util as _util
 if _util.find_spec("torch") is not None:
     import torch  # noqa: F401
 
+from . import _core
 from ._core import (  # noqa: F401
     DatasetError,
     QuantizedTensor,
@@ -57,6 +60,14 @@ from ._core import (  # noqa: F401
     write_outputs,
 )
 from ._score import score  # noqa: F401
+
+__version__ = _core.__version__
+
+# An installed package (pip) carries the figure scripts and draws with the interpreter importing it;
+# the build tree's package uses the build's (its .venv and reports/).
+_figures = _os.path.join(_os.path.dirname(__file__), "_figures")
+if _os.path.isdir(_figures):
+    _core._set_figure_tools(_sys.executable, _figures)
 
 __all__ = [
     "DatasetError", "QuantizedTensor", "Recipe", "channel_outliers", "check", "compare", "decode", "dequantize", "emulate",

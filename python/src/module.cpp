@@ -11,6 +11,7 @@
 
 #include "harness/experiment/bounds.hpp"
 #include "harness/experiment/report_folder.hpp"
+#include "harness/experiment/report_io.hpp"
 #include "harness/experiment/score.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/outputs_file.hpp"
@@ -230,6 +231,9 @@ nb::dict attention_dict(Result& r, const char* call) {
 NB_MODULE(_core, m) {
   using namespace qattn;
   using namespace qattn::py;
+  m.attr("__version__") = QATTN_VERSION;
+  m.def("_set_figure_tools", &report::set_figure_tools, "python"_a, "scripts_dir"_a,
+        "Draw figures with this interpreter and the scripts in this folder (an installed package's own).");
   m.doc() = "The C++ core of qattn (formats, recipes, float64 reference, emulator, GPU backend, metrics, statistics, dumps, scoring).";
   nb::exception<DatasetError>(m, "DatasetError", PyExc_ValueError);
   // The calls check what they allocate before they start; an allocation that fails all the same
@@ -444,18 +448,26 @@ NB_MODULE(_core, m) {
   // ---- metrics and statistics ----
   m.def("compare", [](const ArrayArg& ref, const ArrayArg& x) {
     const AnyArray ra = array_of(ref, "ref"), xa = array_of(x, "x");
+    // Shapes first: a mismatch is refused before either array is copied.
+    bool same = ra.ndim() == xa.ndim();
+    for (std::size_t i = 0; same && i < ra.ndim(); ++i) same = ra.shape(i) == xa.shape(i);
+    if (!same) throw std::invalid_argument("compare: ref and x have different shapes; expected equal (nothing is broadcast)");
+    if (element_count(ra, "ref") == 0) throw std::invalid_argument("compare: ref and x are empty; expected at least one value");
     require_memory("ref, x (as float64)", checked_sum("ref, x", {checked_product("ref", {8, element_count(ra, "ref")}),
                                                                 checked_product("x", {8, element_count(xa, "x")})}));
     std::vector<std::size_t> sr, sx;
     const std::vector<double> r = to_doubles(ra, "ref", &sr), y = to_doubles(xa, "x", &sx);
-    if (sr != sx) throw std::invalid_argument("compare: ref and x have different shapes; expected equal (nothing is broadcast)");
-    if (r.empty()) throw std::invalid_argument("compare: ref and x are empty; expected at least one value");
     return metrics_dict(compare(r, y));
   }, "ref"_a, "x"_a, "Error metrics of x against ref, in float64: sqnr_db, rel_l2, rel_l1, cosine, max_abs, count.");
   m.def("row_divergence", [](const ArrayArg& p_ref, const ArrayArg& p, double floor) {
-    const std::vector<double> a = to_doubles(p_ref, "p_ref"), b = to_doubles(p, "p");
-    if (a.size() != b.size()) throw std::invalid_argument("row_divergence: p_ref and p have different lengths");
+    // Lengths and the floor first: a mismatch is refused before either row is copied.
+    const AnyArray ra = array_of(p_ref, "p_ref"), pa = array_of(p, "p");
+    if (element_count(ra, "p_ref") != element_count(pa, "p")) {
+      throw std::invalid_argument("row_divergence: p_ref and p have different lengths (" + std::to_string(element_count(ra, "p_ref")) + " and " +
+                                  std::to_string(element_count(pa, "p")) + "); expected one probability row of equal length");
+    }
     if (!(floor > 0 && floor <= 1)) throw std::invalid_argument("row_divergence: floor = " + std::to_string(floor) + "; expected a probability in (0, 1]");
+    const std::vector<double> a = to_doubles(ra, "p_ref"), b = to_doubles(pa, "p");
     require_probabilities(a, "row_divergence", "p_ref");
     require_probabilities(b, "row_divergence", "p");
     const RowDivergence d = row_divergence(a, b, floor);

@@ -1157,9 +1157,9 @@ def render_json_case(c, rng):
 # Running and classifying
 
 class Runner:
-    def __init__(self, exe, timeout, mem_mb, python=None, pythonpath=None):
+    def __init__(self, exe, timeout, mem_mb, python=None, pythonpath=None, python_preload=""):
         self.exe, self.timeout, self.mem_mb = exe, timeout, mem_mb
-        self.python, self.pythonpath = python, pythonpath
+        self.python, self.pythonpath, self.python_preload = python, pythonpath, python_preload
 
     def env(self, cwd):
         env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=os.path.join(cwd, "tmp"), LC_ALL="C", MPLBACKEND="Agg",
@@ -1180,6 +1180,8 @@ class Runner:
 
     def execute(self, args, cwd, exe=None):
         env = self.env(cwd)
+        if exe and exe == self.python and self.python_preload:  # an instrumented module in a plain interpreter
+            env["LD_PRELOAD"] = self.python_preload
         t0 = time.monotonic()
         p = subprocess.Popen([exe or self.exe] + args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env, preexec_fn=self.limits)
@@ -1691,6 +1693,10 @@ def main():
     ap.add_argument("--weights", default="exp:0.2,bounds:0.1,recipe:0.25,h5:0.15,py:0.22,names:0.04,race:0.04")
     ap.add_argument("--python", default=os.path.join(REPO, ".venv", "bin", "python"),
                     help="the Python with numpy for the py target (qattn from EXE's build: BUILD/python)")
+    ap.add_argument("--python-preload", default="",
+                    help="LD_PRELOAD for the py target's interpreter (the sanitizers' runtimes, for an instrumented module)")
+    ap.add_argument("--py-no-mid-views", action="store_true",
+                    help="py target: no array views of a few GB (for runs without --mem-mb, e.g. under the sanitizers)")
     ap.add_argument("--h5py", default=os.path.join(REPO, ".venv-dump", "bin", "python"),
                     help="a Python with h5py for the semantic HDF5 mutants ('' = none)")
     ap.add_argument("--no-copy-exe", action="store_true", help="run EXE in place (default: copy it to OUT/work/qattn)")
@@ -1713,11 +1719,12 @@ def main():
         shutil.copy2(exe, os.path.join(work, "qattn"))
         exe = os.path.join(work, "qattn")
     pythonpath = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.exe))), "python")
-    runner = Runner(exe, a.timeout, a.mem_mb, a.python, pythonpath)
+    runner = Runner(exe, a.timeout, a.mem_mb, a.python, pythonpath, a.python_preload)
     t_start = time.monotonic()
     corpus = Corpus(os.path.abspath(a.corpus), work, a.h5py)
     corpus.exe = exe
     corpus.python, corpus.pythonpath = a.python, pythonpath
+    corpus.py_no_mid_views = a.py_no_mid_views
     corpus.make_base_reports(runner, work)
     targets = [t for t in a.targets.split(",") if t]
     w = dict((kv.split(":")[0], float(kv.split(":")[1])) for kv in a.weights.split(","))

@@ -210,3 +210,23 @@ def test_force_under_another_writer_changes_nothing(tmp_path):
         with pytest.raises(ValueError, match="another qattn command is writing this folder; nothing in it was changed"):
             me.run(exp, quiet=True, force=True, path="t.json")
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"} == {k: v for k, v in before.items()}
+
+
+def test_output_that_is_a_file_or_read_only_is_one_error(tmp_path):
+    exp = {"name": "t", "model": "smollm2", "contexts": [128], "recipes": {"fp32": FP32}, "output": str(tmp_path / "o")}
+    (tmp_path / "o").write_text("a file")
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(exp))
+    p = _cli(path)
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 2 and "is a file; expected a folder for the report" in err, err[-2000:]
+    if os.geteuid() == 0:
+        return  # root writes through any mode bits: a read-only folder cannot be made here
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o500)
+    exp["output"] = str(ro / "deeper" / "o")
+    path.write_text(json.dumps(exp))
+    p = _cli(path)
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 2 and "Permission denied" in err and "Traceback" not in err, err[-2000:]

@@ -94,3 +94,22 @@ def test_non_utf8_paths_are_named_before_any_folder_is_made(dump, qattn_exe, tmp
     r = subprocess.run([os.fsencode(qattn_exe), b"run", exp], capture_output=True)
     assert r.returncode == 1 and b"the experiment file: path" in r.stderr and b"is not UTF-8" in r.stderr, r.stderr
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_end_to_end_experiment_files_are_named(tmp_path):
+    """The end-to-end evaluation's experiment reader (no torch needed): a file nested 100,000 levels
+    deep, one that is not UTF-8 and a FIFO are each one error naming the file."""
+    from qattn import _model_experiment as exp
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=rf"^{deep}: JSON nested too deeply"):
+        exp.load(str(deep))
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"name": "caf\xe9"}')
+    with pytest.raises(ValueError, match=rf"^{latin}: byte 13 is not UTF-8"):
+        exp.load(str(latin))
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=rf"^{fifo}: not a regular file"):
+        exp.load(str(fifo))
