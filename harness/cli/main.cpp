@@ -31,6 +31,21 @@ int main(int argc, char** argv) {
   add(qattn::cli::add_check_command);
   add(qattn::cli::add_plot_command);
   add(qattn::cli::add_bench_command);
+  // A mistyped command: name it and the one meant, not only "A subcommand is required".
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::string known, close;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      if (close.empty() && qattn::cli::edit_distance(argv[1], sub->get_name()) <= 2) close = sub->get_name();
+    }
+    if (!found) {
+      std::fprintf(stderr, "qattn: error: unknown command '%s'%s; expected one of %s (qattn --help)\n", argv[1],
+                   close.empty() ? "" : ("; did you mean '" + close + "'?").c_str(), known.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -42,6 +42,7 @@ check "synth bad spec" 1 "synth spec: outlier_channels = 8: expected fewer than 
 check "synth bad dtype" 1 "synth --dtype: unknown format 'fp64'" -- "$qattn" synth --out "$tmp/t.h5" --dtype fp64
 check "inspect synth" 0 "model       \"synthetic\"" -- "$qattn" inspect "$tmp/s.h5"
 check "no subcommand" 2 "subcommand" -- "$qattn"
+check "mistyped command" 2 "unknown command 'evl'; did you mean 'eval'\?; expected one of formats, inspect" -- "$qattn" evl
 check "bad option" 2 "nosuch" -- "$qattn" formats --nosuch
 check "missing required option" 2 "--data is required" -- "$qattn" eval --layer 0 --recipe q=fp16
 check "version" 0 "^qattn [0-9]+\.[0-9]+\.[0-9]+ \(build " -- "$qattn" --version
