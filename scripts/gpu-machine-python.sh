@@ -4,12 +4,12 @@
 # `pip download nanobind==2.9.2 --no-deps`). Builds qattn and the package, then runs the package's
 # CPU tests (tests/python, tests/untrusted) and its GPU tests (tests/python_gpu: gpu_run against the emulator, and
 # qattn.score of a torch function on the GPU against `qattn score`), writing logs into LOG_DIR.
-#   bash scripts/gpu-machine-python.sh WHEEL_DIR LOG_DIR [CUDA_ARCHS]
+#   bash scripts/gpu-machine-python.sh WHEEL_DIR LOG_DIR [CUDA_ARCHS]   (default 90a)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 wheels=${1:?usage: gpu-machine-python.sh WHEEL_DIR LOG_DIR [CUDA_ARCHS]}
 logs=${2:?usage: gpu-machine-python.sh WHEEL_DIR LOG_DIR [CUDA_ARCHS]}
-archs=${3:-90}
+archs=${3:-90a}  # 90a: the wgmma family needs the arch-specific target
 mkdir -p "$logs"
 site=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheels"/nanobind-2.9.2-py3-none-any.whl || exit 1

@@ -1,12 +1,14 @@
 #include "harness/system/memory.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 
 namespace qattn {
@@ -15,36 +17,55 @@ namespace {
 
 constexpr std::uint64_t kUnlimited = std::numeric_limits<std::uint64_t>::max();
 
-// The first number in a file ("max" and unreadable files are no limit).
-std::uint64_t read_number(const std::string& path) {
-  std::ifstream in(path);
-  std::string word;
-  if (!(in >> word) || word == "max") return kUnlimited;
-  try {
-    return std::stoull(word);
-  } catch (const std::exception&) {
-    return kUnlimited;
+// A small file of the kernel's (/proc, /sys) read with POSIX calls, "" if it cannot be read. No
+// iostreams: this runs inside the Python module, beside torch, which on the H200 machine's Python
+// makes the module's first iostream use crash (the same conflict that dictates their import order).
+std::string read_small_file(const char* path) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, static_cast<std::size_t>(n));
+      if (text.size() > (1u << 20)) break;  // none of these files is that long
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
   }
+  ::close(fd);
+  return text;
+}
+
+// The first number in a file ("max", an empty or unreadable file: no limit).
+std::uint64_t read_number(const std::string& path) {
+  const std::string text = read_small_file(path.c_str());
+  if (text.empty() || text.rfind("max", 0) == 0) return kUnlimited;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  return end == text.c_str() || errno != 0 ? kUnlimited : v;
 }
 
 std::uint64_t meminfo_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return kUnlimited;
+  const std::string text = read_small_file("/proc/meminfo");
+  const std::size_t at = text.find("MemAvailable:");
+  if (at == std::string::npos) return kUnlimited;
+  char* end = nullptr;
+  const unsigned long long kib = std::strtoull(text.c_str() + at + 13, &end, 10);
+  return end == text.c_str() + at + 13 ? kUnlimited : kib * 1024;
 }
 
 // Room under memory.max - memory.current of the process's cgroup and each cgroup above it.
 std::uint64_t cgroup_room() {
-  std::ifstream in("/proc/self/cgroup");
-  std::string line, path;
-  while (std::getline(in, line))
-    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  const std::string text = read_small_file("/proc/self/cgroup");
+  std::string path;
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    if (text.compare(start, 3, "0::") == 0) path = text.substr(start + 3, end - start - 3);
+    start = end + 1;
+  }
   if (path.empty()) return kUnlimited;
   std::uint64_t room = kUnlimited;
   for (;;) {
@@ -65,9 +86,10 @@ std::uint64_t cgroup_room() {
 std::uint64_t address_space_room() {
   rlimit lim{};
   if (::getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return kUnlimited;
-  std::ifstream in("/proc/self/statm");
-  std::uint64_t pages = 0;
-  if (!(in >> pages)) return kUnlimited;
+  const std::string text = read_small_file("/proc/self/statm");
+  char* end = nullptr;
+  const unsigned long long pages = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str()) return kUnlimited;
   const std::uint64_t mapped = pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   return mapped >= lim.rlim_cur ? 0 : lim.rlim_cur - mapped;
 }
@@ -105,11 +127,9 @@ std::string bytes_text(std::uint64_t bytes) {
   double x = static_cast<double>(bytes);
   int u = 0;
   while (x >= 1024 && u < 6) x /= 1024, ++u;
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(u == 0 ? 0 : 1);
-  s << x << ' ' << units[u];
-  return s.str();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", x, units[u]);
+  return buf;
 }
 
 void require_memory(const std::string& what, std::uint64_t bytes) {
