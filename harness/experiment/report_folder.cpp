@@ -27,8 +27,9 @@ constexpr const char* kReportFiles[] = {"results.jsonl", "results.csv", "stats.j
 
 void remove_report_contents(const fs::path& dir) {
   for (const char* f : kReportFiles) fs::remove(dir / f);
-  fs::remove_all(dir / kShardsFolder);
+  fs::remove_all(dir / kShardsFolder);  // a link there is removed, not followed
   std::error_code ec;
+  if (fs::is_symlink(dir / "figures", ec)) return;  // a link to a folder of the user's: never emptied
   for (const auto& f : fs::directory_iterator(dir / "figures", ec)) {
     if (f.path().extension() == ".csv" || f.path().extension() == ".png") fs::remove(f.path());
   }
@@ -99,6 +100,7 @@ void need_utf8_path(const std::string& what, const std::string& path) {
 }
 
 std::unique_ptr<FolderLock> claim_report_folder(const fs::path& dir, Existing existing, const std::string& flags) {
+  if (dir.empty()) throw std::invalid_argument("report folder: empty path; expected the name of a folder for the report");
   need_utf8_path("report folder", dir.string());
   if (fs::exists(dir) && existing == Existing::refuse) throw std::invalid_argument(dir.string() + ": the report folder exists; " + flags);
   if (fs::exists(dir) && !is_report_folder(dir)) {

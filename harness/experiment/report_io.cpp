@@ -59,7 +59,9 @@ void write_atomic(const fs::path& file, const std::string& text) {
   // Written, made durable, then renamed over the old file: a crash leaves the old file or the new
   // one, never a part (a merged log replaces rows only once the new ones are on disk).
   const fs::path tmp = file.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // A file of that name is ours to replace; a link planted there is removed, never written through.
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error(tmp.string() + ": cannot open for writing");
   write_all_durable(fd, text, tmp);
   fs::rename(tmp, file);

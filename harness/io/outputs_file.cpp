@@ -59,6 +59,17 @@ LayerOutputs read_layer(const std::string& file, const H5::Group& layers, const 
   const auto dt = float_dtype(ds);
   if (!dt) fail(file, path + "/o", "dtype " + type_text(ds) + "; expected float16, bfloat16 or float32");
 
+  // The declared shape against the memory before a byte of o or of its rows is read or listed: a
+  // small file can declare a huge dataset (chunked, or never written). o as float32 (and the raw
+  // 16-bit values of a half dtype), and the rows as read (int64) and kept (int).
+  try {
+    const std::uint64_t elems = checked_product(path + "/o", {dims[0], dims[1], dims[2]});
+    require_memory(file + ": " + path + "/o " + shape_text(dims),
+                   checked_sum(path + "/o", {checked_product(path + "/o", {*dt == FormatId::fp32 ? 4u : 6u, elems}), checked_product(path, {12, dims[1]})}));
+  } catch (const std::invalid_argument& e) {
+    throw DatasetError(e.what());
+  }
+
   LayerOutputs out;
   out.layer = name;
   const int hq = static_cast<int>(dims[0]), r = static_cast<int>(dims[1]), d = static_cast<int>(dims[2]);
@@ -94,13 +105,6 @@ LayerOutputs read_layer(const std::string& file, const H5::Group& layers, const 
   }
 
   if (check) check(name, hq, r, d, out.context, out.rows.back());
-  // The declared shape is checked against the memory here before a byte of it is read: a small
-  // file can declare a huge dataset (a chunked one, or one whose elements are never written).
-  try {
-    require_memory(file + ": " + path + "/o " + shape_text(dims) + " as float32", checked_product(path + "/o", {4, dims[0], dims[1], dims[2]}));
-  } catch (const std::invalid_argument& e) {
-    throw DatasetError(e.what());
-  }
   out.o = TensorF(hq, r, d);
   const std::size_t n = out.o.size();
   if (*dt == FormatId::fp32) {

@@ -43,7 +43,7 @@ def _inputs(d: dict, tensor: str, device: Optional[str], dtype: Optional[str], l
     return q, k, v
 
 
-def _outputs_match(path: str, kernel: str, recipe: str, layers: Sequence[str], context: int, rows: Optional[np.ndarray]) -> bool:
+def _outputs_match(path: str, kernel: str, recipe: str, dump: str, layers: Sequence[str], context: int, rows: Optional[np.ndarray]) -> bool:
     """Whether an outputs file an interrupted call left holds what this call would write."""
     if not os.path.isfile(path):
         return False
@@ -51,7 +51,7 @@ def _outputs_match(path: str, kernel: str, recipe: str, layers: Sequence[str], c
         f = _core.read_outputs(path)
     except ValueError:
         return False  # torn or foreign: written again
-    if f["kernel"] != kernel or f["recipe"] != recipe or sorted(l["layer"] for l in f["layers"]) != sorted(layers):
+    if f["kernel"] != kernel or f["recipe"] != recipe or f["attrs"].get("dataset") != dump or sorted(l["layer"] for l in f["layers"]) != sorted(layers):
         return False
     for l in f["layers"]:
         if l["context"] != context:
@@ -124,6 +124,15 @@ def score(
     if force and resume:
         raise ValueError("force and resume exclude each other (replace the report, or complete it)")
     existing = "replace" if force else "resume" if resume else "refuse"
+    config = os.path.join(output, "config.json")
+    if resume and os.path.isfile(config):
+        try:
+            kind = json.load(open(config)).get("kind")
+        except (ValueError, AttributeError):
+            kind = None
+        if kind != "score":
+            raise ValueError(f"{output}: holds a report that qattn.score did not write (kind {kind!r}); resume=True completes only "
+                             "a score report: choose another output")
     with _core.claim_report_folder(output, existing, "pass force=True to replace it or resume=True to complete it"):
         keep = os.path.join(output, "outputs")
         os.makedirs(keep, exist_ok=True)
@@ -131,7 +140,7 @@ def score(
         for c in ctxs:
             picked = _core.sample_rows(int(c), int(rows), seed) if rows is not None and rows < c else None
             path = os.path.join(keep, f"{name.replace(os.sep, '_')}-ctx{c}.h5")
-            if resume and _outputs_match(path, name, recipe_line, chosen, int(c), picked):
+            if resume and _outputs_match(path, name, recipe_line, dump, chosen, int(c), picked):
                 files.append(path)
                 continue
             entries = []

@@ -600,6 +600,9 @@ NB_MODULE(_core, m) {
     nb::dict d;
     d["kernel"] = f.kernel;
     d["recipe"] = f.recipe;
+    nb::dict attrs;
+    for (const auto& [k, v] : f.attrs) attrs[k.c_str()] = attr_to_py(v);
+    d["attrs"] = attrs;
     d["layers"] = layers;
     return d;
   }, "path"_a, "Read and validate an outputs file (schema qattn-outputs/1).");

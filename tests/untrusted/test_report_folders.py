@@ -77,3 +77,42 @@ def test_score_force_keeps_user_files_and_given_outputs(dump, qattn_exe, tmp_pat
     again = json.loads((rep / "results.jsonl").read_text().splitlines()[0])
     assert again["sqnr_db"] == first["sqnr_db"]
     assert len((rep / "results.jsonl").read_text().splitlines()) == 9  # replaced, not appended
+
+
+def test_force_never_reaches_outside_the_folder(dump, qattn_exe, tmp_path):
+    """An empty output is refused (it once meant the current folder); a figures/ that links to a
+    folder of the user's is left alone by --force; a .tmp name linked to a user's file is removed,
+    never written through."""
+    outputs = str(tmp_path / "k.h5")
+    outputs_file(dump, outputs)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "config.json").write_text('{"git_commit": "x", "command_line": "y"}')  # looks like a report
+    (cwd / "results.csv").write_text("the user's")
+    r = subprocess.run([qattn_exe, "score", dump, outputs, "-o", "", "--force", "--quiet"], cwd=cwd, capture_output=True, text=True)
+    assert r.returncode == 1 and "--output: empty" in r.stderr, r.stderr
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        import pytest
+        with pytest.raises(ValueError, match="report folder: empty path"):
+            qattn.score(lambda q, k, v, **kw: q, dump, layers=[0], contexts=[64], output="", force=True)
+    finally:
+        os.chdir(here)
+    assert (cwd / "results.csv").read_text() == "the user's"
+
+    rep = tmp_path / "rep"
+    r = subprocess.run([qattn_exe, "score", dump, outputs, "-o", str(rep), "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    pics = tmp_path / "pics"
+    pics.mkdir()
+    (pics / "holiday.png").write_bytes(b"not a figure")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    import shutil
+    shutil.rmtree(rep / "figures")
+    os.symlink(pics, rep / "figures")
+    os.symlink(victim, rep / ".qattn-report.tmp")
+    r = subprocess.run([qattn_exe, "score", dump, outputs, "-o", str(rep), "--force", "--quiet"], capture_output=True, text=True)
+    assert (pics / "holiday.png").read_bytes() == b"not a figure"
+    assert victim.read_text() == "keep"
