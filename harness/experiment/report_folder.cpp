@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -53,10 +54,12 @@ namespace {
 
 // The locks this process holds, by the lock file's device and inode: flock locks an open file
 // description, so a second open of the same file in this process would be refused by the first.
-// A nested claim (qattn.score holding its folder while score_files claims it again) shares it.
+// A nested claim on the same thread (qattn.score holding its folder while score_files claims it
+// again) shares it; another thread of the process is refused like another process.
 struct HeldLock {
   int fd = -1;
   int count = 0;
+  std::thread::id owner;
 };
 std::mutex held_mutex;
 std::map<std::pair<dev_t, ino_t>, HeldLock> held;
@@ -76,6 +79,10 @@ FolderLock::FolderLock(const fs::path& dir) {
   key_ = {st.st_dev, st.st_ino};
   if (auto it = held.find(key_); it != held.end()) {
     ::close(fd);
+    if (it->second.owner != std::this_thread::get_id()) {
+      throw std::invalid_argument(dir.string() + ": another qattn command (a thread of this process) is writing this report folder; nothing in it "
+                                  "was changed; wait for it to finish");
+    }
     ++it->second.count;
     return;
   }
@@ -83,7 +90,7 @@ FolderLock::FolderLock(const fs::path& dir) {
     ::close(fd);
     throw std::invalid_argument(dir.string() + ": another qattn command is writing this report folder; nothing in it was changed; wait for it to finish");
   }
-  held[key_] = {fd, 1};
+  held[key_] = {fd, 1, std::this_thread::get_id()};
 }
 
 FolderLock::~FolderLock() {

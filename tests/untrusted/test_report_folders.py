@@ -116,3 +116,28 @@ def test_force_never_reaches_outside_the_folder(dump, qattn_exe, tmp_path):
     r = subprocess.run([qattn_exe, "score", dump, outputs, "-o", str(rep), "--force", "--quiet"], capture_output=True, text=True)
     assert (pics / "holiday.png").read_bytes() == b"not a figure"
     assert victim.read_text() == "keep"
+
+
+def test_a_second_thread_is_refused_like_a_second_process(dump, tmp_path):
+    """The folder lock is shared by nested claims on one thread (qattn.score around score_files),
+    not by two threads: the second is refused before anything changes."""
+    import threading
+
+    outputs = str(tmp_path / "k.h5")
+    outputs_file(dump, outputs)
+    rep = str(tmp_path / "rep")
+    errors = []
+    with qattn._core.claim_report_folder(rep, "refuse", ""):
+        qattn.score_files(dump, [outputs], rep, force=True)  # the same thread: shares the claim
+
+        def other():
+            try:
+                qattn.score_files(dump, [outputs], rep, force=True)
+            except ValueError as e:
+                errors.append(str(e))
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert errors and "a thread of this process) is writing this report folder" in errors[0], errors
+    assert len(open(os.path.join(rep, "results.jsonl")).read().splitlines()) == 9
