@@ -72,7 +72,14 @@ std::uint64_t cgroup_room() {
     const std::string dir = "/sys/fs/cgroup" + (path == "/" ? std::string() : path);
     const std::uint64_t max = read_number(dir + "/memory.max");
     if (max != kUnlimited) {
-      const std::uint64_t used = read_number(dir + "/memory.current");
+      // memory.current counts the page cache too; its inactive part is given back under pressure
+      // (a job that has just read a large dump is not out of memory).
+      std::uint64_t used = read_number(dir + "/memory.current");
+      const std::string stat = read_small_file((dir + "/memory.stat").c_str());
+      if (const std::size_t at = stat.find("\ninactive_file "); used != kUnlimited && at != std::string::npos) {
+        const unsigned long long cache = std::strtoull(stat.c_str() + at + 15, nullptr, 10);
+        used = cache < used ? used - cache : 0;
+      }
       room = std::min(room, used == kUnlimited || used >= max ? 0 : max - used);
     }
     if (path == "/" || path.empty()) break;

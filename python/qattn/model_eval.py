@@ -563,7 +563,7 @@ def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
                 except json.JSONDecodeError:
                     written = None
             ours = isinstance(written, dict) and written.get("schema") == SCHEMA
-            if not ours and any(out.iterdir()):
+            if not ours and any(p.name != ".lock" for p in out.iterdir()):  # a lock alone: a claim that stopped early
                 raise EvalError(f"{out}: the folder exists and was not written by qattn.model_eval; choose another output")
             if ours and written.get("experiment") != e and not force:
                 changed = sorted(k for k in set(e) | set(written.get("experiment", {}))
