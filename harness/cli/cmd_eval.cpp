@@ -7,11 +7,12 @@
 #include <iostream>
 
 #include "harness/cli/commands.hpp"
+#include "harness/experiment/backend.hpp"
 #include "harness/experiment/report_io.hpp"
+#include "harness/experiment/unit_score.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "harness/io/rows_text.hpp"
-#include "kernels/emulate/emulator.hpp"
 #include "kernels/formats/numeric_failure.hpp"
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
@@ -20,14 +21,8 @@ namespace qattn::cli {
 
 namespace {
 
-nlohmann::json metrics_json(const ErrorMetrics& m, double kl, double tv) {
-  const auto num = [](double x) { return std::isinf(x) ? nlohmann::json(x > 0 ? "inf" : "-inf") : nlohmann::json(x); };
-  return {{"sqnr_db", num(m.sqnr_db)}, {"rel_l2", m.rel_l2}, {"rel_l1", m.rel_l1}, {"cosine", m.cosine},
-          {"max_abs", m.max_abs},      {"kl_mean", kl},      {"tv_mean", tv}};
-}
-
 struct EvalOptions {
-  std::string data, layer, recipe, rows = "all";
+  std::string data, layer, recipe, rows = "all", backend = "emulate";
   std::vector<int> heads;
   int tokens = 0, kl_rows = 16;
   std::uint64_t seed = 1;
@@ -49,6 +44,8 @@ Action add_eval_command(CLI::App& app) {
   cmd->add_option("--rows", o->rows, "Query rows: all, range:BEGIN:END or sample:COUNT:SEED")->capture_default_str();
   cmd->add_option("--kl-rows", o->kl_rows, "Sampled rows per head for KL and total variation (0 = none)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the KL row sample")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "emulate (the bit-faithful emulator on this CPU) or gpu (the GPU kernels; no P rows, so no KL)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");
   cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
   return [o]() {
@@ -62,8 +59,18 @@ Action add_eval_command(CLI::App& app) {
 
 namespace {
 
+// A field as a table cell: SQNR with two decimals, the cosine with six, the rest in scientific
+// notation; a field not measured as "-".
+std::string cell(const nlohmann::json& v, const std::string& name) {
+  if (v.is_null()) return "-";
+  const double x = report::as_double(v);
+  if (name == "sqnr_db") return db_text(x);
+  return name == "cosine" ? fmt::format("{:.6f}", x) : fmt::format("{:.3e}", x);
+}
+
 int run_eval(const EvalOptions* o) {
   const Recipe recipe = recipe_from_string(o->recipe);
+  const backend::Backend be = backend::parse(o->backend, "eval --backend");
   const DatasetInfo info = open_dataset(o->data);
   SliceRequest req;
   req.heads = o->heads;
@@ -71,78 +78,76 @@ int run_eval(const EvalOptions* o) {
   LayerSlice slice = load_layer(info, o->layer, req);
   Problem& p = slice.problem;
   p.rows = rows_from_string(o->rows, "eval --rows");
-  const int n = p.q.tokens, d = p.q.dim;
+  const int n = p.q.tokens;
+  if (const std::string why = backend::not_covered(be, p, recipe); !why.empty()) {
+    throw std::invalid_argument("eval --backend gpu: no GPU kernel covers the recipe on this layer: " + why);
+  }
   std::vector<int> kl_rows;
   if (o->kl_rows > 0 && recipe.softmax == SoftmaxKind::float_online) {
     kl_rows = RowSelection::sample_of(std::min(o->kl_rows, n), o->seed).resolve(n);
   }
   ReferenceOptions ro;
   ro.prob_rows = kl_rows;
-  EmulatorOptions eo;
-  eo.prob_rows = kl_rows;
   // Progress on stderr, a line per step (stdout holds only the result).
   const auto t0 = std::chrono::steady_clock::now();
-  const auto step = [&](const char* what) {
+  const auto step = [&](const std::string& what) {
     if (!o->quiet) fmt::print(stderr, "eval: {} ({:.1f} s)\n", what, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   };
-  step(fmt::format("layer {}: {} heads x {} rows x {} keys; float64 reference", o->layer, p.q.heads, p.rows.resolve(n).size(), p.k.tokens).c_str());
+  step(fmt::format("layer {}: {} heads x {} rows x {} keys; float64 reference", o->layer, p.q.heads, p.rows.resolve(n).size(), p.k.tokens));
   const ReferenceResult ref = reference_attention(p, ro);
-  step("emulating the recipe");
-  const EmulatorResult emu = emulate(p, recipe, eo);
+  step(be == backend::Backend::gpu ? "running the recipe on the GPU" : "emulating the recipe");
+  const backend::Output run = backend::run(be, p, recipe, kl_rows);
   step("metrics");
+  const std::vector<double> out(run.out.data.begin(), run.out.data.end());
+  const UnitScore score = score_unit(ref.out.data, out, slice.q_heads, {&ref.probs, run.has_probs ? &run.probs : nullptr, static_p_flush_threshold(recipe.p)});
 
-  const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
-  std::vector<double> all_ref(ref.out.data), all_emu(emu.out.data.begin(), emu.out.data.end());
   nlohmann::json heads = nlohmann::json::array();
-  double sum_db = 0, kl_all = 0, tv_all = 0;
-  std::vector<std::array<double, 2>> kl_tv(p.q.heads, {0.0, 0.0});
+  double sum_db = 0;
   for (int h = 0; h < p.q.heads; ++h) {
-    for (std::size_t k = 0; k < kl_rows.size(); ++k) {
-      const std::span<const double> pr(ref.probs.row(h, static_cast<int>(k)), n), pe(emu.probs.row(h, static_cast<int>(k)), n);
-      const RowDivergence dv = row_divergence(pr, pe);
-      kl_tv[h][0] += dv.kl / static_cast<double>(kl_rows.size());
-      kl_tv[h][1] += dv.total_variation / static_cast<double>(kl_rows.size());
-    }
-    const ErrorMetrics m = compare(std::span(all_ref).subspan(h * per_head, per_head), std::span(all_emu).subspan(h * per_head, per_head));
-    sum_db += m.sqnr_db;
-    kl_all += kl_tv[h][0] / p.q.heads;
-    tv_all += kl_tv[h][1] / p.q.heads;
-    nlohmann::json j = metrics_json(m, kl_tv[h][0], kl_tv[h][1]);
+    nlohmann::json j;
+    put_fields(j, score.heads[static_cast<std::size_t>(h)]);
     j["head"] = slice.q_heads[h];
     heads.push_back(j);
+    sum_db += score.heads[static_cast<std::size_t>(h)].error.sqnr_db;
   }
-  if (!std::isfinite(kl_all) || !std::isfinite(tv_all)) throw NumericFailure("the recipe's attention weights give a non-finite KL or total variation");
-  const ErrorMetrics pooled = compare(all_ref, all_emu);
-  nlohmann::json out = {{"data", o->data},
-                        {"model", info.attrs.at("model").s},
-                        {"layer", report::layer_json(o->layer)},
-                        {"tokens", n},
-                        {"rows", ref.rows.size()},
-                        {"causal", p.causal},
-                        {"window", p.window},
-                        {"recipe", to_string(recipe)},
-                        {"kl_rows", kl_rows.size()},
-                        {"heads", heads},
-                        {"pooled", metrics_json(pooled, kl_all, tv_all)},
-                        {"mean_head_sqnr_db", std::isinf(sum_db) ? nlohmann::json("inf") : nlohmann::json(sum_db / p.q.heads)}};
+  nlohmann::json pooled;
+  put_fields(pooled, score.pooled);
+  nlohmann::json out_json = {{"data", o->data},
+                             {"model", info.attrs.at("model").s},
+                             {"layer", report::layer_json(o->layer)},
+                             {"tokens", n},
+                             {"rows", ref.rows.size()},
+                             {"causal", p.causal},
+                             {"window", p.window},
+                             {"recipe", to_string(recipe)},
+                             {"backend", backend::name(be)},
+                             {"kernel", run.kernel},
+                             {"kl_rows", kl_rows.size()},
+                             {"heads", heads},
+                             {"pooled", pooled},
+                             {"mean_head_sqnr_db", report::num(sum_db / p.q.heads)}};
   if (o->json) {
-    std::cout << out.dump(2) << "\n";
+    std::cout << out_json.dump(2) << "\n";
     return 0;
   }
-  fmt::print("{} layer {} ({}), {} tokens, {} rows, {}\nrecipe: {}\n", o->data, o->layer, info.attrs.at("model").s, n,
-             ref.rows.size(), p.causal ? "causal" : "full", to_string(recipe));
-  fmt::print("{:>6} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "head", "sqnr_db", "rel_l2", "rel_l1", "cosine",
-             "max_abs", "kl_mean", "tv_mean");
-  const auto row = [](const std::string& name, const nlohmann::json& j) {
-    const auto num = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : fmt::format("{:.2f}", v.get<double>()); };
-    fmt::print("{:>6} {:>9} {:>10.3e} {:>10.3e} {:>10.6f} {:>10.3e} {:>10.3e} {:>10.3e}\n", name, num(j["sqnr_db"]),
-               j["rel_l2"].get<double>(), j["rel_l1"].get<double>(), j["cosine"].get<double>(), j["max_abs"].get<double>(),
-               j["kl_mean"].get<double>(), j["tv_mean"].get<double>());
+  fmt::print("{} layer {} ({}), {} tokens, {} rows, {}\nrecipe: {}\nkernel: {}\n", o->data, o->layer, info.attrs.at("model").s, n,
+             ref.rows.size(), p.causal ? "causal" : "full", to_string(recipe), run.kernel);
+  std::vector<std::string> names;
+  for (const ErrorField& f : kErrorFields) names.emplace_back(f.name);
+  for (const RowField& f : kRowFields) names.emplace_back(f.name);
+  std::string header = fmt::format("{:>6}", "head");
+  for (const std::string& name : names) header += fmt::format(" {:>{}}", name, std::max<std::size_t>(10, name.size()));
+  fmt::print("{}\n", header);
+  const auto row = [&](const std::string& label, const nlohmann::json& j) {
+    std::string line = fmt::format("{:>6}", label);
+    for (const std::string& name : names) line += fmt::format(" {:>{}}", cell(j.at(name), name), std::max<std::size_t>(10, name.size()));
+    fmt::print("{}\n", line);
   };
   for (const auto& j : heads) row(std::to_string(j["head"].get<int>()), j);
-  row("pooled", out["pooled"]);
-  fmt::print("mean of per-head SQNR: {:.2f} dB; KL/TV over {} sampled rows per head{}\n", sum_db / p.q.heads, kl_rows.size(),
-             kl_rows.empty() ? " (none: integer softmax or --kl-rows 0)" : "");
+  row("pooled", pooled);
+  fmt::print("mean of per-head SQNR: {} dB; KL/TV over {} sampled rows per head{}\n", db_text(sum_db / p.q.heads), kl_rows.size(),
+             !run.has_probs ? " (none: the GPU kernels hand back no P)"
+                            : kl_rows.empty() ? " (none: integer softmax or --kl-rows 0)" : "");
   return 0;
 }
 

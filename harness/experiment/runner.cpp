@@ -20,9 +20,11 @@
 #include <tuple>
 #include <sstream>
 
+#include "harness/experiment/backend.hpp"
 #include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/report_shards.hpp"
+#include "harness/experiment/unit_score.hpp"
 #include "harness/parallel/ranks.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/recipe_io.hpp"
@@ -33,10 +35,6 @@
 #include "reference/metrics.hpp"
 #include "reference/statistics.hpp"
 
-#if defined(QATTN_WITH_GPU)
-#include "kernels/gpu/device.hpp"
-#include "kernels/gpu/dispatch.hpp"
-#endif
 
 namespace qattn {
 
@@ -121,13 +119,12 @@ void refuse_changed_experiment(const fs::path& dir, const json& now) {
 }
 
 // Why the output cannot be scored ("" when every element is finite): names the head, row and channel.
-std::string non_finite_output(const std::vector<double>& out, int hq, int rows, int d, const std::vector<int>& heads, const std::vector<int>& row_ids) {
+std::string non_finite_output(const std::vector<double>& out, int rows, int d, const std::vector<int>& heads, const std::vector<int>& row_ids) {
   std::size_t bad = 0, first = out.size();
   for (std::size_t i = 0; i < out.size(); ++i)
     if (!std::isfinite(out[i])) bad += 1, first = std::min(first, i);
   if (bad == 0) return "";
   const std::size_t per_head = static_cast<std::size_t>(rows) * d;
-  (void)hq;
   return fmt::format("the output has {} non-finite value(s) of {} (first: head {}, row {}, channel {} is {}): every P of a row flushed to "
                      "zero (0 / 0) or an overflow",
                      bad, out.size(), heads[first / per_head], row_ids[(first % per_head) / d], first % d, std::isnan(out[first]) ? "NaN" : "Inf");
@@ -145,12 +142,10 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   const std::vector<json> rows = read_log(dir / "results.jsonl");
   const std::vector<json> stats = read_log(dir / "stats.jsonl");
   // results.csv: one row per (layer, head, context, recipe, backend).
-  const auto opt_num = [](const json& v) { return v.is_null() ? std::string() : fmt::format("{}", v.get<double>()); };
   // The swept keys become columns (empty for named recipes), so a sweep reads as a table.
   std::string varied_header;
   for (const std::string& k : e.varied_keys) varied_header += "," + csv_text(k);
-  std::string csv = "layer,head,context,recipe,backend,kernel,sqnr_db,rel_l2,rel_l1,cosine,max_abs,kl_mean,tv_mean,p_mass_flushed_ref,rows" +
-                    varied_header + "\n";
+  std::string csv = "layer,head,context,recipe,backend,kernel," + fields_header() + ",rows" + varied_header + "\n";
   for (const json& r : rows) {
     std::string varied_cells;
     const auto it = e.varied.find(r["recipe"].get<std::string>());
@@ -161,13 +156,9 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
           if (kk == k) v = vv;
       varied_cells += "," + csv_text(v);
     }
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}{}\n", csv_text(layer_name(r["layer"])), r["head"].get<int>(),
-                       r["context"].get<int>(), csv_text(r["recipe"].get<std::string>()), csv_text(r["backend"].get<std::string>()),
-                       csv_text(r.value("kernel", std::string("emulator"))), as_double(r["sqnr_db"]), r["rel_l2"].get<double>(),
-                       r["rel_l1"].get<double>(), r["cosine"].get<double>(), r["max_abs"].get<double>(), opt_num(r["kl_mean"]),
-                       opt_num(r["tv_mean"]),
-                       r["p_mass_flushed_ref"].is_null() ? std::string() : fmt::format("{}", r["p_mass_flushed_ref"].get<double>()),
-                       r["rows"].get<int>(), varied_cells);
+    csv += fmt::format("{},{},{},{},{},{},{},{}{}\n", csv_text(layer_name(r["layer"])), r["head"].get<int>(), r["context"].get<int>(),
+                       csv_text(r["recipe"].get<std::string>()), csv_text(r["backend"].get<std::string>()),
+                       csv_text(r.value("kernel", std::string("emulator"))), fields_cells(r), r["rows"].get<int>(), varied_cells);
   }
   write_atomic(dir / "results.csv", csv);
 
@@ -278,20 +269,13 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
   std::vector<std::string> layers;
   std::vector<int> contexts;
   const fs::path dir(e.output);
+  backend::Backend be = backend::Backend::emulate;
   std::exception_ptr err;
   try {
     need_utf8_path(e.file + ": the experiment file", e.file);
     need_utf8_path(e.file + ": dataset", e.dataset);
     need_utf8_path(e.file + ": output", e.output);
-  #if defined(QATTN_WITH_GPU)
-    const bool gpu_built = true;
-  #else
-    const bool gpu_built = false;
-  #endif
-    if (opt.backend != "emulate" && opt.backend != "gpu") throw std::invalid_argument("run --backend '" + opt.backend + "': expected emulate or gpu");
-    if (opt.backend == "gpu" && !gpu_built) {
-      throw std::invalid_argument("run --backend 'gpu': this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
-    }
+    be = backend::parse(opt.backend, "run --backend");
     // Everything checkable is checked before any work.
     std::error_code exists_ec;
     if (!fs::exists(e.dataset, exists_ec)) {
@@ -312,12 +296,10 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
     for (int c : contexts)
       if (c > info.n_tokens) throw std::invalid_argument(e.file + ": selection.contexts: " + std::to_string(c) + " tokens asked; " + e.dataset + " has " + std::to_string(info.n_tokens));
 
-#if defined(QATTN_WITH_GPU)
-    if (opt.backend == "gpu" && ranks::sharded()) {
-      gpu::select_device(ranks::local_rank());
-      if (!opt.quiet) fmt::print(stderr, "run: {}: {}\n", ranks::label(), gpu::device_description());
+    if (be == backend::Backend::gpu && ranks::sharded()) {
+      const std::string gpu = backend::select_gpu(ranks::local_rank());
+      if (!opt.quiet) fmt::print(stderr, "run: {}: {}\n", ranks::label(), gpu);
     }
-#endif
   } catch (...) {
     err = std::current_exception();
   }
@@ -441,7 +423,6 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
         ro.prob_rows = kl_rows;
         const ReferenceResult ref = reference_attention(p, ro);
         const int hq = p.q.heads, d = p.q.dim, n = p.k.tokens;
-        const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
 
         if (my_stats.count(l + "|" + std::to_string(c))) {
           std::vector<json> unit;
@@ -488,85 +469,42 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
 
         for (const auto& [name, recipe] : e.recipes) {
           if (!my_units.count(unit_key(l, c, name))) continue;
-          std::vector<double> emu_out;
-          EmulatorResult emu;
-          std::string kernel = "emulator";
-          if (opt.backend == "gpu") {
-  #if defined(QATTN_WITH_GPU)
-            const std::string reason = gpu::not_covered(p, recipe);
-            if (!reason.empty()) {
-              append_unit(logs / "not_covered.jsonl", {json{{"layer", layer_json(l)}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}});
-              progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), unit_cost(c));
-              continue;
-            }
-            gpu::GpuResult g;
-            try {
-              g = gpu::run(p, recipe);
-            } catch (const NumericFailure& f) {
-              record_failure(logs, l, c, name, opt.backend, f.what(), progress);
-              continue;
-            }
-            emu_out.assign(g.out.data.begin(), g.out.data.end());
-            kernel = g.kernel;
-  #endif
-          } else {
-            EmulatorOptions eo;
-            eo.prob_rows = kl_rows;
-            try {
-              emu = emulate(p, recipe, eo);
-            } catch (const NumericFailure& f) {
-              record_failure(logs, l, c, name, opt.backend, f.what(), progress);
-              continue;
-            }
-            emu_out.assign(emu.out.data.begin(), emu.out.data.end());
+          if (const std::string reason = backend::not_covered(be, p, recipe); !reason.empty()) {
+            append_unit(logs / "not_covered.jsonl", {json{{"layer", layer_json(l)}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}});
+            progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), unit_cost(c));
+            continue;
           }
-          const bool have_p_rows = opt.backend != "gpu" && !kl_rows.empty();
-          const std::vector<double> ref_out(ref.out.data);
-          const bool static_p = !recipe.p.unit_scale && recipe.p.spec.rule == ScaleRule::static_multiplier;
-          const double threshold = static_p ? flush_threshold(format_of(recipe.p.spec.format)) / recipe.p.spec.multiplier : 0;
-          std::vector<json> unit;
-          double pooled_err = 0, pooled_sig = 0;
-          if (const std::string why = non_finite_output(emu_out, hq, static_cast<int>(ref.rows.size()), d, slice.q_heads, ref.rows); !why.empty()) {
+          backend::Output run;
+          try {
+            run = backend::run(be, p, recipe, kl_rows);
+          } catch (const NumericFailure& f) {
+            record_failure(logs, l, c, name, opt.backend, f.what(), progress);
+            continue;
+          }
+          const std::vector<double> out(run.out.data.begin(), run.out.data.end());
+          if (const std::string why = non_finite_output(out, static_cast<int>(ref.rows.size()), d, slice.q_heads, ref.rows); !why.empty()) {
             record_failure(logs, l, c, name, opt.backend, why, progress);
             continue;
           }
-          // compare() refuses an all-zero or non-finite reference head: the unit then has no metrics.
-          std::vector<ErrorMetrics> head_metrics;
+          // A unit whose reference or output has no metrics (an all-zero head) is a failed unit.
+          UnitScore score;
           try {
-            for (int h = 0; h < hq; ++h) {
-              head_metrics.push_back(compare(std::span(ref_out).subspan(h * per_head, per_head), std::span(emu_out).subspan(h * per_head, per_head)));
-            }
+            score = score_unit(ref.out.data, out, slice.q_heads,
+                               {&ref.probs, run.has_probs ? &run.probs : nullptr, static_p_flush_threshold(recipe.p)});
           } catch (const NumericFailure& f) {
-            record_failure(logs, l, c, name, opt.backend, fmt::format("head {}: {}", slice.q_heads[head_metrics.size()], f.what()), progress);
+            record_failure(logs, l, c, name, opt.backend, f.what(), progress);
             continue;
           }
+          std::vector<json> unit;
           for (int h = 0; h < hq; ++h) {
-            const ErrorMetrics& m = head_metrics[static_cast<std::size_t>(h)];
-            double kl = 0, tv = 0, fl = 0;
-            for (std::size_t k = 0; k < kl_rows.size(); ++k) {
-              const std::span<const double> pr(ref.probs.row(h, static_cast<int>(k)), n);
-              if (have_p_rows) {  // the GPU kernels hand back no P rows
-                const RowDivergence dv = row_divergence(pr, std::span<const double>(emu.probs.row(h, static_cast<int>(k)), n));
-                kl += dv.kl / static_cast<double>(kl_rows.size());
-                tv += dv.total_variation / static_cast<double>(kl_rows.size());
-              }
-              if (static_p) fl += mass_flushed(pr, threshold) / static_cast<double>(kl_rows.size());
-            }
-            for (std::size_t i = 0; i < per_head; ++i) {
-              const double r0 = ref_out[h * per_head + i], er = emu_out[h * per_head + i] - r0;
-              pooled_sig += r0 * r0;
-              pooled_err += er * er;
-            }
-            const json row = {{"layer", layer_json(l)}, {"head", slice.q_heads[h]}, {"context", c}, {"recipe", name}, {"backend", opt.backend},
-                              {"recipe_line", to_string(recipe)}, {"sqnr_db", num(m.sqnr_db)}, {"rel_l2", m.rel_l2}, {"rel_l1", m.rel_l1},
-                              {"kernel", kernel}, {"cosine", m.cosine}, {"max_abs", m.max_abs},
-                              {"kl_mean", have_p_rows ? json(kl) : json(nullptr)}, {"tv_mean", have_p_rows ? json(tv) : json(nullptr)},
-                              {"p_mass_flushed_ref", static_p ? json(fl) : json(nullptr)}, {"rows", static_cast<int>(ref.rows.size())}};
-            unit.push_back(row);
+            json row = {{"layer", layer_json(l)}, {"head", slice.q_heads[h]}, {"context", c}, {"recipe", name}, {"backend", opt.backend},
+                        {"recipe_line", to_string(recipe)}, {"kernel", run.kernel}, {"rows", static_cast<int>(ref.rows.size())}};
+            put_fields(row, score.heads[static_cast<std::size_t>(h)]);
+            unit.push_back(std::move(row));
           }
           append_unit(logs / "results.jsonl", std::move(unit));
           progress.step(fmt::format("layer {} ctx {} {}: {}", l, c, name,
-                                    pooled_err == 0 ? std::string("exact") : fmt::format("{:.2f} dB", 10 * std::log10(pooled_sig / pooled_err))),
+                                    std::isinf(score.pooled.error.sqnr_db) ? std::string("exact") : fmt::format("{:.2f} dB", score.pooled.error.sqnr_db)),
                         unit_cost(c));
         }
       }

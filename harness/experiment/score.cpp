@@ -14,6 +14,7 @@
 
 #include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/report_io.hpp"
+#include "harness/experiment/unit_score.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/outputs_file.hpp"
 #include "harness/io/recipe_io.hpp"
@@ -39,8 +40,6 @@ struct Unit {
   std::string recipe_line;
   const LayerOutputs* out = nullptr;
 };
-
-std::string db_text(double x) { return std::isinf(x) ? (x > 0 ? "inf" : "-inf") : fmt::format("{:.2f}", x); }
 
 }  // namespace
 
@@ -124,24 +123,16 @@ void score_outputs(const ScoreOptions& opt) {
                        {"command_line", opt.command_line}};
   write_atomic(dir / "config.json", config.dump(2) + "\n");
 
-  std::string csv =
-      "layer,head,context,kernel,recipe_line,rows,kernel_sqnr_db,kernel_rel_l2,kernel_rel_l1,kernel_cosine,kernel_max_abs,"
-      "recipe_sqnr_db,recipe_rel_l2,kernel_vs_recipe_sqnr_db,kernel_vs_recipe_rel_l2\n";
+  // The kernel's error fields against float64 (the CSV names them kernel_*), then the recipe's and
+  // the kernel-vs-recipe SQNR and relative L2.
+  constexpr Fields kKernel{kErrorFields.size(), 0}, kShort{2, 0};
+  std::string csv = "layer,head,context,kernel,recipe_line,rows," + fields_header(kKernel, "kernel_") + "," + fields_header(kShort, "recipe_") + "," +
+                    fields_header(kShort, "kernel_vs_recipe_") + "\n";
   std::string figure = "layer,head,context,kernel,kernel_vs_float64_db,recipe_vs_float64_db,kernel_vs_recipe_db\n";
-  // Error and signal energies summed over a unit's heads: the summary's SQNR pools the heads (a mean
-  // of per-head dB would read infinite as soon as one head is bit-equal).
-  struct Pool {
-    double err = 0, sig = 0;
-    void add(std::span<const double> ref, std::span<const double> x) {
-      for (std::size_t i = 0; i < ref.size(); ++i) err += (x[i] - ref[i]) * (x[i] - ref[i]), sig += ref[i] * ref[i];
-    }
-    double db() const { return err == 0 ? INFINITY : 10 * std::log10(sig / err); }
-  };
   struct Line {
     std::string kernel, layer, recipe_line;
     int context, heads, rows;
-    std::vector<double> k;
-    Pool pk, pr, pkr;
+    UnitScore k, r, kr;  // kernel vs float64, recipe vs float64, kernel vs recipe (r and kr when compared)
     bool has_recipe;
     std::size_t equal = 0, outputs = 0;  // outputs whose bits equal the emulation's
     std::string failed;                  // why the recipe could not be compared with, if so
@@ -186,49 +177,41 @@ void score_outputs(const ScoreOptions& opt) {
     if (!recipe_failed.empty()) fmt::print(stderr, "qattn: warning: {} layer {} context {}: {}\n", u.kernel, u.layer, u.context, recipe_failed);
     const bool compare_recipe = u.has_recipe && recipe_failed.empty();
     const std::vector<double> kern(u.out->o.data.begin(), u.out->o.data.end()), emu_d(emu.out.data.begin(), emu.out.data.end());
-    Line line{u.kernel, u.layer, u.recipe_line, u.context, hq, static_cast<int>(ref.rows.size()), {}, {}, {}, {}, compare_recipe, 0, 0, {}};
-    line.failed = recipe_failed;
+    std::vector<int> heads(static_cast<std::size_t>(hq));
+    for (int h = 0; h < hq; ++h) heads[static_cast<std::size_t>(h)] = h;
+    Line line{u.kernel, u.layer, u.recipe_line, u.context, hq, static_cast<int>(ref.rows.size()), {}, {}, {}, compare_recipe, 0, 0, recipe_failed};
+    line.k = score_unit(ref.out.data, kern, heads);
+    if (compare_recipe) {
+      line.r = score_unit(ref.out.data, emu_d, heads);
+      // The emulation is the reference of the kernel's own error (an all-zero head was refused above).
+      line.kr = score_unit(emu_d, kern, heads);
+    }
     std::string lines;
     for (int h = 0; h < hq; ++h) {
-      const auto sl = [&](const std::vector<double>& v) { return std::span<const double>(v).subspan(h * per_head, per_head); };
-      const ErrorMetrics mk = compare(sl(ref.out.data), sl(kern));
+      const std::size_t hh = static_cast<std::size_t>(h);
       json row = {{"layer", layer_json(u.layer)}, {"head", h}, {"context", u.context}, {"recipe", u.kernel}, {"kernel", u.kernel},
-                  {"backend", "score"}, {"file", u.file}, {"rows", static_cast<int>(ref.rows.size())}, {"recipe_line", u.recipe_line},
-                  {"sqnr_db", num(mk.sqnr_db)}, {"rel_l2", mk.rel_l2}, {"rel_l1", mk.rel_l1}, {"cosine", mk.cosine},
-                  {"max_abs", mk.max_abs}, {"kl_mean", nullptr}, {"tv_mean", nullptr}};
-      line.k.push_back(mk.sqnr_db);
-      line.pk.add(sl(ref.out.data), sl(kern));
-      std::string rdb, rl2, krdb, krl2;
+                  {"backend", "score"}, {"file", u.file}, {"rows", static_cast<int>(ref.rows.size())}, {"recipe_line", u.recipe_line}};
+      put_fields(row, line.k.heads[hh], {kErrorFields.size(), 2});
       if (compare_recipe) {
-        const ErrorMetrics mr = compare(sl(ref.out.data), sl(emu_d));
-        // The emulation is the reference of the kernel's own error; an all-zero emulation (every P
-        // flushed) leaves it undefined, which compare() reports.
-        const ErrorMetrics mkr = compare(sl(emu_d), sl(kern));
-        row["recipe_sqnr_db"] = num(mr.sqnr_db);
-        row["recipe_rel_l2"] = mr.rel_l2;
-        row["kernel_vs_recipe_sqnr_db"] = num(mkr.sqnr_db);
-        row["kernel_vs_recipe_rel_l2"] = mkr.rel_l2;
+        put_fields(row, line.r.heads[hh], kShort, "recipe_");
+        put_fields(row, line.kr.heads[hh], kShort, "kernel_vs_recipe_");
         // Bit-equal outputs: the test of a bit-faithful emulation (as stored, fp32 bit patterns).
         std::size_t eq = 0;
-        for (std::size_t x = h * per_head; x < (h + 1) * per_head; ++x) eq += std::bit_cast<std::uint32_t>(u.out->o.data[x]) == std::bit_cast<std::uint32_t>(emu.out.data[x]);
+        for (std::size_t x = hh * per_head; x < (hh + 1) * per_head; ++x) eq += std::bit_cast<std::uint32_t>(u.out->o.data[x]) == std::bit_cast<std::uint32_t>(emu.out.data[x]);
         row["kernel_equal_recipe"] = eq;
         line.equal += eq;
         line.outputs += per_head;
-        line.pr.add(sl(ref.out.data), sl(emu_d));
-        line.pkr.add(sl(emu_d), sl(kern));
-        rdb = fmt::format("{}", mr.sqnr_db), rl2 = fmt::format("{}", mr.rel_l2), krdb = fmt::format("{}", mkr.sqnr_db), krl2 = fmt::format("{}", mkr.rel_l2);
       } else {
-        row["recipe_sqnr_db"] = nullptr;
-        row["recipe_rel_l2"] = nullptr;
-        row["kernel_vs_recipe_sqnr_db"] = nullptr;
-        row["kernel_vs_recipe_rel_l2"] = nullptr;
+        put_null_fields(row, kShort, "recipe_");
+        put_null_fields(row, kShort, "kernel_vs_recipe_");
         row["kernel_equal_recipe"] = nullptr;
         if (!recipe_failed.empty()) row["recipe_failed"] = recipe_failed;
       }
       lines += row.dump() + "\n";
-      csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_text(u.layer), h, u.context, csv_text(u.kernel), csv_text(u.recipe_line),
-                         ref.rows.size(), mk.sqnr_db, mk.rel_l2, mk.rel_l1, mk.cosine, mk.max_abs, rdb, rl2, krdb, krl2);
-      figure += fmt::format("{},{},{},{},{},{},{}\n", csv_text(u.layer), h, u.context, csv_text(u.kernel), mk.sqnr_db, rdb, krdb);
+      csv += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_text(u.layer), h, u.context, csv_text(u.kernel), csv_text(u.recipe_line), ref.rows.size(),
+                         fields_cells(row, kKernel), fields_cells(row, kShort, "recipe_"), fields_cells(row, kShort, "kernel_vs_recipe_"));
+      figure += fmt::format("{},{},{},{},{},{},{}\n", csv_text(u.layer), h, u.context, csv_text(u.kernel), fields_cells(row, {1, 0}),
+                            fields_cells(row, {1, 0}, "recipe_"), fields_cells(row, {1, 0}, "kernel_vs_recipe_"));
     }
     append_durable(dir / "results.jsonl", lines);
     summary.push_back(std::move(line));
@@ -245,10 +228,10 @@ void score_outputs(const ScoreOptions& opt) {
                    "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Line& l : summary) {
     double worst = INFINITY;
-    for (double x : l.k) worst = std::min(worst, x);
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", md_text(l.kernel), md_text(l.layer), l.context, l.rows, l.heads, db_text(l.pk.db()),
-                      db_text(worst), l.has_recipe ? db_text(l.pr.db()) : (l.failed.empty() ? "-" : "failed: " + md_text(l.failed)),
-                      l.has_recipe ? db_text(l.pkr.db()) : "-",
+    for (const HeadScore& h : l.k.heads) worst = std::min(worst, h.error.sqnr_db);
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", md_text(l.kernel), md_text(l.layer), l.context, l.rows, l.heads, db_text(l.k.pooled.error.sqnr_db),
+                      db_text(worst), l.has_recipe ? db_text(l.r.pooled.error.sqnr_db) : (l.failed.empty() ? "-" : "failed: " + md_text(l.failed)),
+                      l.has_recipe ? db_text(l.kr.pooled.error.sqnr_db) : "-",
                       l.has_recipe ? fmt::format("{} of {}", l.equal, l.outputs) : "-",
                       l.recipe_line.empty() ? "(none named)" : md_code(l.recipe_line));
   }

@@ -129,14 +129,8 @@ std::string acc_to_string(const Accumulator& a) {
 
 Accumulator acc_from_string(const std::string& s, const std::string& what) {
   Accumulator a;
-  if (s == "h200_hmma") return h200_hmma_accumulator();  // measured presets (kernels/numerics/accumulator.hpp)
-  if (s == "h200_e4m3_mma") return h200_e4m3_mma_accumulator();
-  if (s == "h200_wgmma_f16") return h200_wgmma_f16_accumulator();
-  if (s == "h200_hmma_tile") return h200_hmma_tile_accumulator();
-  if (s == "h200_e4m3_wgmma") return h200_e4m3_wgmma_accumulator();
-  if (s == "h200_e4m3_wgmma_tile") return h200_e4m3_wgmma_tile_accumulator();
-  if (s == "h200_wgmma_bf16") return h200_wgmma_bf16_accumulator();
-  if (s == "h200_wgmma_bf16_tile") return h200_wgmma_bf16_tile_accumulator();
+  for (const NamedAccumulator& n : kNamedAccumulators)
+    if (s == n.name) return n.model();
   if (s == "exact") a.kind = Accumulator::Kind::exact;
   else if (s == "fp32") a.kind = Accumulator::Kind::fp32;
   else if (s == "fp16") a.kind = Accumulator::Kind::fp16;
@@ -162,173 +156,89 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
       else bad(what, "unknown mma key '" + k + "'; expected chunk, align, chunk_bits, chunk_round, acc_bits, add_round, flush, fused, factor_emin");
     }
   } else {
-    bad(what, "'" + s + "': expected exact, fp32, fp16, h200_hmma, h200_hmma_tile, h200_e4m3_mma, h200_e4m3_wgmma, "
-              "h200_e4m3_wgmma_tile, h200_wgmma_f16, h200_wgmma_bf16, h200_wgmma_bf16_tile or "
-              "mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..,fused=0|1,"
-              "factor_emin=..)");
+    std::string named;
+    for (const NamedAccumulator& n : kNamedAccumulators) named += ", " + std::string(n.name);
+    bad(what, "'" + s + "': expected exact, fp32, fp16" + named +
+                  " or mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..,fused=0|1,"
+                  "factor_emin=..)");
   }
   return a;
 }
 
-// The keys of both forms, in canonical order.
-const char* const kKeys[] = {"q", "k", "p", "v", "ksmooth", "ksmooth_block", "qsmooth", "vsmooth", "rotation", "softmax",
-                             "denominator", "acc.qk", "acc.pv", "tiles", "split", "tau", "qflash.consts", "qflash.exp",
-                             "qflash.requant", "qflash.release", "qflash.start", "qflash.tail", "qflash.div", "ksmooth.format",
-                             "qprescale", "qkscale", "pad", "out"};
+// Every key of both forms, declared once, in canonical order: its name, how its text sets the
+// recipe, how the recipe prints it, and whether the canonical forms write it (the qflash.* keys only
+// with softmax=qflash, the kernel-specific keys only away from their defaults, so recipes without
+// them read as they always did).
+struct Key {
+  const char* name;
+  void (*set)(Recipe& r, const std::string& value, const std::string& what);
+  std::string (*get)(const Recipe& r);
+  bool (*applies)(const Recipe& r) = nullptr;  // nullptr: always written
+};
 
-// Keys the canonical forms write only where they apply: the qflash.* keys with softmax=qflash,
-// `out` when it is not fp32 (so recipes without them read as they always did).
-bool key_applies(const Recipe& r, const std::string& key) {
-  if (key.rfind("qflash.", 0) == 0) return r.softmax == SoftmaxKind::qflash_integer;
-  if (key == "out") return r.out != FormatId::fp32;
-  if (key == "ksmooth.format") return r.k_smoothing_format != FormatId::fp32;
-  if (key == "qprescale") return r.q_prescale;
-  if (key == "qkscale") return r.qk_scale_sequential;
-  if (key == "pad") return r.pad_keys_zero;
-  return true;
-}
+bool is_qflash(const Recipe& r) { return r.softmax == SoftmaxKind::qflash_integer; }
+
+// An enum key whose value names come from one table.
+#define QATTN_ENUM_KEY(NAME, FIELD, TABLE, APPLIES)                                                                              \
+  Key {                                                                                                                          \
+    NAME, [](Recipe& r, const std::string& v, const std::string& w) { r.FIELD = parse_enum(v, w, TABLE); },                    \
+        [](const Recipe& r) { return enum_name(r.FIELD, TABLE); }, APPLIES                                                      \
+  }
+
+const Key kKeys[] = {
+    {"q", [](Recipe& r, const std::string& v, const std::string& w) { r.q = operand_from_string(v, w); }, [](const Recipe& r) { return operand_to_string(r.q); }},
+    {"k", [](Recipe& r, const std::string& v, const std::string& w) { r.k = operand_from_string(v, w); }, [](const Recipe& r) { return operand_to_string(r.k); }},
+    {"p", [](Recipe& r, const std::string& v, const std::string& w) { r.p = operand_from_string(v, w); }, [](const Recipe& r) { return operand_to_string(r.p); }},
+    {"v", [](Recipe& r, const std::string& v, const std::string& w) { r.v = operand_from_string(v, w); }, [](const Recipe& r) { return operand_to_string(r.v); }},
+    QATTN_ENUM_KEY("ksmooth", k_smoothing, kKSmooth, nullptr),
+    {"ksmooth_block", [](Recipe& r, const std::string& v, const std::string& w) { r.k_smoothing_block = parse_int(v, w); },
+     [](const Recipe& r) { return std::to_string(r.k_smoothing_block); }},
+    QATTN_ENUM_KEY("qsmooth", q_smoothing, kBool, nullptr),
+    QATTN_ENUM_KEY("vsmooth", v_smoothing, kBool, nullptr),
+    QATTN_ENUM_KEY("rotation", rotation, kRotation, nullptr),
+    QATTN_ENUM_KEY("softmax", softmax, kSoftmax, nullptr),
+    QATTN_ENUM_KEY("denominator", denominator, kDenominator, nullptr),
+    {"acc.qk", [](Recipe& r, const std::string& v, const std::string& w) { r.qk_acc = acc_from_string(v, w); }, [](const Recipe& r) { return acc_to_string(r.qk_acc); }},
+    {"acc.pv", [](Recipe& r, const std::string& v, const std::string& w) { r.pv_acc = acc_from_string(v, w); }, [](const Recipe& r) { return acc_to_string(r.pv_acc); }},
+    {"tiles",
+     [](Recipe& r, const std::string& v, const std::string& w) {
+       const auto x = v.find('x');
+       if (x == std::string::npos) bad(w, "'" + v + "': expected BRxBC, e.g. 64x64");
+       r.tiles.block_q = parse_int(v.substr(0, x), w);
+       r.tiles.block_k = parse_int(v.substr(x + 1), w);
+     },
+     [](const Recipe& r) { return std::to_string(r.tiles.block_q) + "x" + std::to_string(r.tiles.block_k); }},
+    {"split", [](Recipe& r, const std::string& v, const std::string& w) { r.split_k = parse_int(v, w); }, [](const Recipe& r) { return std::to_string(r.split_k); }},
+    {"tau", [](Recipe& r, const std::string& v, const std::string& w) { r.lazy_rescale_tau = parse_number(v, w); }, [](const Recipe& r) { return num(r.lazy_rescale_tau); }},
+    QATTN_ENUM_KEY("qflash.consts", qflash.constants, kQfConsts, &is_qflash),
+    QATTN_ENUM_KEY("qflash.exp", qflash.exp, kQfExp, &is_qflash),
+    QATTN_ENUM_KEY("qflash.requant", qflash.requant, kQfRequant, &is_qflash),
+    QATTN_ENUM_KEY("qflash.release", qflash.release, kQfRelease, &is_qflash),
+    QATTN_ENUM_KEY("qflash.start", qflash.start, kQfStart, &is_qflash),
+    QATTN_ENUM_KEY("qflash.tail", qflash.tail, kQfTail, &is_qflash),
+    QATTN_ENUM_KEY("qflash.div", qflash.division, kQfDiv, &is_qflash),
+    {"ksmooth.format", [](Recipe& r, const std::string& v, const std::string& w) { r.k_smoothing_format = parse_format(v, w); },
+     [](const Recipe& r) { return std::string(name_of(r.k_smoothing_format)); }, [](const Recipe& r) { return r.k_smoothing_format != FormatId::fp32; }},
+    QATTN_ENUM_KEY("qprescale", q_prescale, kBool, [](const Recipe& r) { return r.q_prescale; }),
+    QATTN_ENUM_KEY("qkscale", qk_scale_sequential, kQkScale, [](const Recipe& r) { return r.qk_scale_sequential; }),
+    QATTN_ENUM_KEY("pad", pad_keys_zero, kPad, [](const Recipe& r) { return r.pad_keys_zero; }),
+    {"out", [](Recipe& r, const std::string& v, const std::string& w) { r.out = parse_format(v, w); },
+     [](const Recipe& r) { return std::string(name_of(r.out)); }, [](const Recipe& r) { return r.out != FormatId::fp32; }},
+};
+#undef QATTN_ENUM_KEY
+
+bool key_applies(const Recipe& r, const Key& k) { return k.applies == nullptr || k.applies(r); }
 
 void set_key(Recipe& r, const std::string& key, const std::string& value, const std::string& what) {
-  if (key == "q") r.q = operand_from_string(value, what);
-  else if (key == "k") r.k = operand_from_string(value, what);
-  else if (key == "p") r.p = operand_from_string(value, what);
-  else if (key == "v") r.v = operand_from_string(value, what);
-  else if (key == "ksmooth") r.k_smoothing = parse_enum(value, what, kKSmooth);
-  else if (key == "ksmooth_block") r.k_smoothing_block = parse_int(value, what);
-  else if (key == "qsmooth") r.q_smoothing = parse_enum(value, what, kBool);
-  else if (key == "vsmooth") r.v_smoothing = parse_enum(value, what, kBool);
-  else if (key == "rotation") r.rotation = parse_enum(value, what, kRotation);
-  else if (key == "softmax") r.softmax = parse_enum(value, what, kSoftmax);
-  else if (key == "denominator") r.denominator = parse_enum(value, what, kDenominator);
-  else if (key == "acc.qk") r.qk_acc = acc_from_string(value, what);
-  else if (key == "acc.pv") r.pv_acc = acc_from_string(value, what);
-  else if (key == "tiles") {
-    const auto x = value.find('x');
-    if (x == std::string::npos) bad(what, "'" + value + "': expected BRxBC, e.g. 64x64");
-    r.tiles.block_q = parse_int(value.substr(0, x), what);
-    r.tiles.block_k = parse_int(value.substr(x + 1), what);
-  } else if (key == "split") r.split_k = parse_int(value, what);
-  else if (key == "tau") r.lazy_rescale_tau = parse_number(value, what);
-  else if (key == "qflash.consts") r.qflash.constants = parse_enum(value, what, kQfConsts);
-  else if (key == "qflash.exp") r.qflash.exp = parse_enum(value, what, kQfExp);
-  else if (key == "qflash.requant") r.qflash.requant = parse_enum(value, what, kQfRequant);
-  else if (key == "qflash.release") r.qflash.release = parse_enum(value, what, kQfRelease);
-  else if (key == "qflash.start") r.qflash.start = parse_enum(value, what, kQfStart);
-  else if (key == "qflash.tail") r.qflash.tail = parse_enum(value, what, kQfTail);
-  else if (key == "qflash.div") r.qflash.division = parse_enum(value, what, kQfDiv);
-  else if (key == "out") r.out = parse_format(value, what);
-  else if (key == "ksmooth.format") r.k_smoothing_format = parse_format(value, what);
-  else if (key == "qprescale") r.q_prescale = parse_enum(value, what, kBool);
-  else if (key == "qkscale") r.qk_scale_sequential = parse_enum(value, what, kQkScale);
-  else if (key == "pad") r.pad_keys_zero = parse_enum(value, what, kPad);
-  else {
-    std::string known;
-    for (const char* k : kKeys) known += (known.empty() ? "" : ", ") + std::string(k);
-    bad(what, "unknown key '" + key + "'; expected one of: " + known);
+  std::string known;
+  for (const Key& k : kKeys) {
+    if (key == k.name) return k.set(r, value, what);
+    known += (known.empty() ? "" : ", ") + std::string(k.name);
   }
-}
-
-std::string get_key(const Recipe& r, const std::string& key) {
-  if (key == "q") return operand_to_string(r.q);
-  if (key == "k") return operand_to_string(r.k);
-  if (key == "p") return operand_to_string(r.p);
-  if (key == "v") return operand_to_string(r.v);
-  if (key == "ksmooth") return enum_name(r.k_smoothing, kKSmooth);
-  if (key == "ksmooth_block") return std::to_string(r.k_smoothing_block);
-  if (key == "qsmooth") return r.q_smoothing ? "1" : "0";
-  if (key == "vsmooth") return r.v_smoothing ? "1" : "0";
-  if (key == "rotation") return enum_name(r.rotation, kRotation);
-  if (key == "softmax") return enum_name(r.softmax, kSoftmax);
-  if (key == "denominator") return enum_name(r.denominator, kDenominator);
-  if (key == "acc.qk") return acc_to_string(r.qk_acc);
-  if (key == "acc.pv") return acc_to_string(r.pv_acc);
-  if (key == "tiles") return std::to_string(r.tiles.block_q) + "x" + std::to_string(r.tiles.block_k);
-  if (key == "split") return std::to_string(r.split_k);
-  if (key == "tau") return num(r.lazy_rescale_tau);
-  if (key == "qflash.consts") return enum_name(r.qflash.constants, kQfConsts);
-  if (key == "qflash.exp") return enum_name(r.qflash.exp, kQfExp);
-  if (key == "qflash.requant") return enum_name(r.qflash.requant, kQfRequant);
-  if (key == "qflash.release") return enum_name(r.qflash.release, kQfRelease);
-  if (key == "qflash.start") return enum_name(r.qflash.start, kQfStart);
-  if (key == "qflash.tail") return enum_name(r.qflash.tail, kQfTail);
-  if (key == "qflash.div") return enum_name(r.qflash.division, kQfDiv);
-  if (key == "out") return name_of(r.out);
-  if (key == "ksmooth.format") return name_of(r.k_smoothing_format);
-  if (key == "qprescale") return r.q_prescale ? "1" : "0";
-  if (key == "qkscale") return enum_name(r.qk_scale_sequential, kQkScale);
-  if (key == "pad") return enum_name(r.pad_keys_zero, kPad);
-  return "";
-}
-
-// Accumulators the user did not name: integer operands sum exactly (int32), as every kernel does.
-void default_integer_accumulators(Recipe& r, bool qk_given, bool pv_given) {
-  const bool int_qk = !r.q.unit_scale && format_of(r.q.spec.format).kind == Kind::integer && !r.k.unit_scale &&
-                      format_of(r.k.spec.format).kind == Kind::integer;
-  if (int_qk && !qk_given) r.qk_acc.kind = Accumulator::Kind::exact;
-  if (r.softmax != SoftmaxKind::float_online && !pv_given) r.pv_acc.kind = Accumulator::Kind::exact;
-}
-
-// Defaults of the text forms: no quantization, fp32 accumulation, 64x64 tiles.
-Recipe default_recipe() {
-  Recipe r;
-  for (OperandQuant* o : {&r.q, &r.k, &r.p, &r.v}) {
-    o->spec.format = FormatId::fp32;
-    o->unit_scale = true;
-  }
-  return r;
+  bad(what, "unknown key '" + key + "'; expected one of: " + known);
 }
 
 }  // namespace
-
-const std::vector<RecipePreset>& recipe_presets() {
-  static const std::vector<RecipePreset> presets = {
-      {"qflash-46adca5",
-       "q=int8/tensor/scale:fp16/div:fp16 k=int8/tensor/scale:fp16/div:fp16 v=int8/tensor/scale:fp16/div:fp16 p=int8/static:127 "
-       "softmax=qflash acc.qk=exact acc.pv=exact tiles=32x32 qflash.consts=kernel qflash.exp=fixed16 qflash.requant=round16 "
-       "qflash.release=shift30 qflash.start=kernel qflash.tail=pad qflash.div=trunc32 out=fp16",
-       "github EfficientCompLab/qflash, commit 46adca5, qflash/kernel.py (qflash_forward, unmasked kernel, default settings)",
-       "fp16 inputs of one batch (its per-tensor scale is int8/tensor), not causal; the kernel's approximate fp32 division "
-       "can put an output one int8 level lower"},
-      {"sageattn-1.0.6",
-       "q=int8/block:128/amax:mul/round:away k=int8/block:64/amax:mul/round:away ksmooth=global ksmooth.format=fp16 qprescale=1 "
-       "qkscale=sequential acc.qk=exact p=fp16 v=fp16 denominator=float tiles=128x64 acc.pv=h200_wgmma_f16 pad=zero out=fp16",
-       "PyPI sageattention==1.0.6 (sageattention/core.py, quant_per_block.py, attn_qk_int8_per_block.py and _causal.py), on the H200 with Triton 3.6",
-       "fp16 inputs, head dims 64 and 128; not modelled: the GPU's approximate reciprocal in the quantizer and the final division, "
-       "its approximate exp2, fused multiply-adds, and the row sums' tree order"},
-      {"sageattn2-sm90",
-       "q=int8/block:2/amax:mul/round:away k=int8/block:32/amax:mul/round:away ksmooth=global ksmooth.format=fp16 acc.qk=exact p=e4m3/static:447.8898 v=e4m3/channel denominator=float tiles=64x128 acc.pv=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=4) out=fp16",
-       "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py, triton/quant_per_thread.py, csrc/qattn/qk_int_sv_f8_cuda_sm90.cu, attn_utils.cuh",
-       "read from source, not run: per-thread Q scales over strided rows (r, r+8) taken as consecutive rows, the +1e-7 on each scale, V's scale applied after the division, and the 13-bit two-level e4m3 wgmma accumulator as its documentation states it (not measured)"},
-      {"sageattn2-sm89",
-       "q=int8/block:4/amax:mul/round:away k=int8/block:16/amax:mul/round:away ksmooth=global ksmooth.format=fp16 acc.qk=exact p=e4m3/static:447.8898 v=e4m3/channel denominator=float tiles=128x64 acc.pv=mma(chunk=32,align=32,chunk_bits=10,chunk_round=even,acc_bits=10,add_round=even,flush=2) out=fp16",
-       "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py, csrc/qattn/attn_utils.cuh (the fp32+fp16 default)",
-       "read from source, not run: as sageattn2-sm90, and V's 2.25 scale maximum and the fp16 buffer's exponent range are not modelled"},
-      {"fa3-fp8",
-       "q=e4m3/head k=e4m3/head v=e4m3/head p=e4m3/static:256 denominator=float tiles=192x160 acc.qk=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) acc.pv=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) out=bf16",
-       "github Dao-AILab/flash-attention, commit 0251105, hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, flash_fwd_kernel_sm90.h, softmax.h",
-       "read from source, not run: the descales are the caller's (taken as absmax/448 per head), one PV accumulator over all keys, the wgmma accumulator's 13 bits assumed, not measured"},
-      {"llamacpp-q8_0",
-       "q=int8/group:32/div k=int8/group:32/scale:fp16/round:away v=int8/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
-       "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh (the CUDA vector kernel, NVIDIA)",
-       "read from source, not run: Q's codes come from the fp32 scale while fp16 is stored, roundf ties, fp32 partial sums per 4 elements, the interleaved key split"},
-      {"llamacpp-q4_0",
-       "q=int8/group:32/div k=int4/group:32/scale:fp16 v=int4/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
-       "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh, ggml-quants.c",
-       "read from source, not run: q4_0's own grid (absmax/8, codes -8..7, rounded half up) is not the lab's symmetric int4 at absmax/7, a large part of its low score"},
-      {"zinc",
-       "q=int8/token k=int8/token ksmooth=global acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=fp32",
-       "the ZINC write-up's prefill recipe: int8 Q K^T with K's mean removed, e4m3 P at 448 and e4m3 V",
-       "read from its description, not run: Q/K granularity and V's scale are not stated (token and channel assumed); its decode path with a running mean in the int8 K cache is left out (the lab's ksmooth=running does not reproduce its claim)"},
-      {"dot4-packed16",
-       "q=int8/group:32 k=int8/group:32/scale:fp16 v=fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=8x8",
-       "the DOT4 write-up's sudot4 flash attention for llama.cpp HIP on RDNA3: int8 K with fp16 scales per 32 channels",
-       "read from its description, not run: Q's scale layout is ambiguous there (group:32 assumed, as the lab needs equal groups on Q and K)"},
-      {"qflash-lab", "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash acc.qk=exact acc.pv=exact",
-       "the QFlash paper's algorithm with the lab's constants (kernels/numerics/qflash.hpp)",
-       "the lab's reading of the paper, before its kernel was public; the GPU family flash_integer runs it"},
-  };
-  return presets;
-}
 
 std::string operand_to_string(const OperandQuant& o) {
   std::string s = name_of(o.spec.format);
@@ -413,7 +323,7 @@ const RecipePreset& find_preset(const std::string& name, const std::string& what
 static bool seen_preset(const std::vector<std::string>& seen) { return std::find(seen.begin(), seen.end(), "preset") != seen.end(); }
 
 static Recipe parse_recipe_line(const std::string& line) {
-  Recipe r = default_recipe();
+  Recipe r;
   std::istringstream in(line);
   std::string tok;
   std::vector<std::string> seen;
@@ -437,27 +347,27 @@ static Recipe parse_recipe_line(const std::string& line) {
     set_key(r, key, tok.substr(eq + 1), "recipe string: token '" + tok + "'");
   }
   const auto given = [&](const char* k) { return std::find(seen.begin(), seen.end(), k) != seen.end() || seen_preset(seen); };
-  default_integer_accumulators(r, given("acc.qk"), given("acc.pv"));
+  default_accumulators(r, given("acc.qk"), given("acc.pv"));
   validate(r);
   return r;
 }
 
 std::string to_string(const Recipe& r) {
   std::string s;
-  for (const char* k : kKeys) {
+  for (const Key& k : kKeys) {
     if (!key_applies(r, k)) continue;
     if (!s.empty()) s += ' ';
-    s += k;
+    s += k.name;
     s += '=';
-    s += get_key(r, k);
+    s += k.get(r);
   }
   return s;
 }
 
 nlohmann::json to_json(const Recipe& r) {
   nlohmann::json j = nlohmann::json::object();
-  for (const char* k : kKeys)
-    if (key_applies(r, k)) j[k] = get_key(r, k);
+  for (const Key& k : kKeys)
+    if (key_applies(r, k)) j[k.name] = k.get(r);
   return j;
 }
 
@@ -487,7 +397,7 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
     }
   }
   if (!j.is_object()) bad(where, "expected a JSON object of recipe keys or a one-line recipe string");
-  Recipe r = default_recipe();
+  Recipe r;
   if (j.contains("preset")) {
     if (!j["preset"].is_string()) bad(where + ": key 'preset'", "expected a preset name");
     r = recipe_from_string("preset=" + j["preset"].get<std::string>());
@@ -536,7 +446,7 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
     }
     set_key(r, key, text, what);
   }
-  default_integer_accumulators(r, j.contains("acc.qk") || j.contains("preset"), j.contains("acc.pv") || j.contains("preset"));
+  default_accumulators(r, j.contains("acc.qk") || j.contains("preset"), j.contains("acc.pv") || j.contains("preset"));
   try {
     validate(r);
   } catch (const std::invalid_argument& e) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/recipe/presets.hpp"
 #include "kernels/recipe/recipe.hpp"
 
 namespace qattn {
@@ -23,15 +24,6 @@ nlohmann::json to_json(const Recipe& r);    // the same keys, operands and accum
 
 std::string operand_to_string(const OperandQuant& o);
 
-// Named recipes: `preset=NAME` in the one-line form (or "preset": NAME in JSON) starts from the
-// preset, and the other keys given override it. Each names the source it was read from.
-struct RecipePreset {
-  const char* name;
-  const char* line;    // the preset as a one-line recipe
-  const char* source;  // repository, commit or version, file
-  const char* note;    // what it covers and what it leaves out
-};
-const std::vector<RecipePreset>& recipe_presets();
 OperandQuant operand_from_string(const std::string& s, const std::string& what);
 
 }  // namespace qattn

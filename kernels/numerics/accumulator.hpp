@@ -280,4 +280,21 @@ QATTN_HD inline Accumulator h200_wgmma_bf16_tile_accumulator() {
   return a;
 }
 
+// The measured models by the names recipes give them (acc.qk=NAME, acc.pv=NAME), in the order
+// listings show them.
+struct NamedAccumulator {
+  const char* name;
+  Accumulator (*model)();
+};
+inline constexpr NamedAccumulator kNamedAccumulators[] = {
+    {"h200_hmma", &h200_hmma_accumulator},
+    {"h200_hmma_tile", &h200_hmma_tile_accumulator},
+    {"h200_e4m3_mma", &h200_e4m3_mma_accumulator},
+    {"h200_e4m3_wgmma", &h200_e4m3_wgmma_accumulator},
+    {"h200_e4m3_wgmma_tile", &h200_e4m3_wgmma_tile_accumulator},
+    {"h200_wgmma_f16", &h200_wgmma_f16_accumulator},
+    {"h200_wgmma_bf16", &h200_wgmma_bf16_accumulator},
+    {"h200_wgmma_bf16_tile", &h200_wgmma_bf16_tile_accumulator},
+};
+
 }  // namespace qattn

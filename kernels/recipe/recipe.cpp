@@ -126,4 +126,16 @@ void validate(const Recipe& r) {
   }
 }
 
+void default_accumulators(Recipe& r, bool qk_given, bool pv_given) {
+  const bool int_qk = !r.q.unit_scale && format_of(r.q.spec.format).kind == Kind::integer && !r.k.unit_scale &&
+                      format_of(r.k.spec.format).kind == Kind::integer;
+  if (int_qk && !qk_given) r.qk_acc.kind = Accumulator::Kind::exact;
+  if (r.softmax != SoftmaxKind::float_online && !pv_given) r.pv_acc.kind = Accumulator::Kind::exact;
+}
+
+std::optional<double> static_p_flush_threshold(const OperandQuant& p) {
+  if (p.unit_scale || p.spec.rule != ScaleRule::static_multiplier) return std::nullopt;
+  return flush_threshold(format_of(p.spec.format)) / p.spec.multiplier;
+}
+
 }  // namespace qattn

@@ -1,8 +1,11 @@
 #pragma once
 // The recipe: everything that changes the numbers of one quantized attention evaluation. Plain data
-// plus a validator; its JSON and one-line string forms live in harness/ (recipe_io), which is the
-// only layer that parses text.
+// plus a validator and its defaults (Recipe{} is the recipe of an empty line: nothing quantized, fp32
+// everywhere); its presets are in presets.hpp, its measured accumulator models in
+// kernels/numerics/accumulator.hpp; its JSON and one-line string forms live in harness/ (recipe_io),
+// which is the only layer that parses text.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kernels/formats/quantizer.hpp"
@@ -12,7 +15,7 @@ namespace qattn {
 // How one operand (Q, K, P or V) is quantized. A float format with rule `none` is plain rounding to
 // that format (the bf16 / fp16 baselines); fp32 with rule `none` is no quantization at all.
 struct OperandQuant {
-  QuantSpec spec;     // format, granularity, block, scale rule, static multiplier, scale format
+  QuantSpec spec{.format = FormatId::fp32};  // format, granularity, block, scale rule, static multiplier, scale format
   bool unit_scale = true;  // true: no scale (value rounded to the format); false: spec's scale rule
 };
 
@@ -122,6 +125,14 @@ struct Recipe {
   bool pad_keys_zero = false;  // keys past N in the last tile score 0 (a masked load reads 0) against V = 0 (not causal)
   FormatId out = FormatId::fp32;  // the output as the kernel stores it: fp32, or rounded to fp16 / bf16
 };
+
+// p / max(p) at or below which a statically scaled P is flushed to zero: P is stored as enc(p S), so
+// the format's flush threshold over S (int8 at 127: 0.5/127). nullopt when P has no static scale.
+std::optional<double> static_p_flush_threshold(const OperandQuant& p);
+
+// The accumulators a recipe gets where it names none: integer Q and K sum exactly (int32, as every
+// kernel does), and an integer softmax's P V too; otherwise fp32 (Accumulator{}).
+void default_accumulators(Recipe& r, bool qk_given, bool pv_given);
 
 // Throws std::invalid_argument naming the field ("p.granularity", "pv_acc.chunk", ...) and why.
 void validate(const Recipe& r);

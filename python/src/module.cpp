@@ -9,10 +9,12 @@
 #include <nanobind/stl/vector.h>
 
 
+#include "harness/experiment/backend.hpp"
 #include "harness/experiment/bounds.hpp"
 #include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/score.hpp"
+#include "harness/experiment/unit_score.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/outputs_file.hpp"
 #include "harness/io/recipe_io.hpp"
@@ -28,9 +30,6 @@
 #include "reference/channel_stats.hpp"
 #include "reference/metrics.hpp"
 #include "reference/statistics.hpp"
-#if defined(QATTN_WITH_GPU)
-#include "kernels/gpu/dispatch.hpp"
-#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -157,11 +156,7 @@ Recipe recipe_arg(const nb::handle& r) {
 
 nb::dict metrics_dict(const ErrorMetrics& m) {
   nb::dict d;
-  d["sqnr_db"] = m.sqnr_db;
-  d["rel_l2"] = m.rel_l2;
-  d["rel_l1"] = m.rel_l1;
-  d["cosine"] = m.cosine;
-  d["max_abs"] = m.max_abs;
+  for (const ErrorField& f : kErrorFields) d[f.name] = m.*f.value;
   d["count"] = m.count;
   return d;
 }
@@ -403,45 +398,30 @@ NB_MODULE(_core, m) {
         "The bit-faithful emulator of the recipe's tiled kernel. Arguments as reference(). Returns {'rows', 'out' [Hq, R, d] float32, "
         "'prob_rows', 'probs' [Hq, len(prob_rows), N]: the weight each key actually received}. threads never changes a bit.");
   m.def("max_threads", &max_threads, "The most threads the lab's CPU engines accept (threads=, OMP_NUM_THREADS): a few per processor.");
-  m.def("gpu_available", [] {
-#if defined(QATTN_WITH_GPU)
-    return true;
-#else
-    return false;
-#endif
-  }, "Whether this build has the GPU kernels (configured with -DQATTN_GPU=CUDA or HIP).");
+  m.def("gpu_available", &backend::gpu_built, "Whether this build has the GPU kernels (configured with -DQATTN_GPU=CUDA or HIP).");
   m.def("gpu_not_covered", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
                               double softmax_scale, const nb::handle& rows) -> std::string {
-#if defined(QATTN_WITH_GPU)
-    return gpu::not_covered(make_problem(q, k, v, causal, window, softmax_scale, rows), recipe_arg(recipe));
-#else
-    (void)q, (void)k, (void)v, (void)recipe, (void)causal, (void)window, (void)softmax_scale, (void)rows;
-    throw std::invalid_argument("gpu_not_covered: this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
-#endif
+    backend::require_gpu("gpu_not_covered");
+    return backend::not_covered(backend::Backend::gpu, make_problem(q, k, v, causal, window, softmax_scale, rows), recipe_arg(recipe));
   }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
         "Why no GPU kernel covers the recipe on this problem ('' when one does).");
   m.def("gpu_run", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
                       double softmax_scale, const nb::handle& rows) {
-#if defined(QATTN_WITH_GPU)
+    backend::require_gpu("gpu_run");
     const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows);
     const Recipe r = recipe_arg(recipe);
-    const std::string reason = gpu::not_covered(p, r);
+    const std::string reason = backend::not_covered(backend::Backend::gpu, p, r);
     if (!reason.empty()) throw std::invalid_argument("gpu_run: no GPU kernel covers the recipe: " + reason);
-    gpu::GpuResult g;
+    backend::Output g;
     {
       nb::gil_scoped_release release;
-      g = gpu::run(p, r);
+      g = backend::run(backend::Backend::gpu, p, r);
     }
     nb::dict d;
     d["rows"] = rows_array(p.rows.resolve(p.q.tokens));
     d["out"] = to_numpy(std::move(g.out));
     d["kernel"] = g.kernel;
     return d;
-#else
-    (void)q, (void)k, (void)v, (void)recipe, (void)causal, (void)window, (void)softmax_scale, (void)rows;
-    throw std::invalid_argument("gpu_run: this qattn was built without GPU kernels; configure with -DQATTN_GPU=CUDA or HIP");
-    return nb::dict();
-#endif
   }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
         "Run the recipe on the first GPU family that covers it. Returns {'rows', 'out' [Hq, R, d] float32, 'kernel'}.");
 
@@ -490,9 +470,9 @@ NB_MODULE(_core, m) {
   }, "p"_a, "threshold"_a,
         "Fraction of the row's mass on keys with p / max(p) <= threshold (int8 P at 127: 0.5/127).");
   m.def("p_flush_threshold", [](const std::string& spec) {
-    const OperandQuant o = operand_from_string(spec, "p_flush_threshold: spec");
-    if (o.unit_scale || o.spec.rule != ScaleRule::static_multiplier) throw std::invalid_argument("p_flush_threshold: '" + spec + "'; expected a static P spec such as int8/static:127");
-    return flush_threshold(format_of(o.spec.format)) / o.spec.multiplier;
+    const std::optional<double> t = static_p_flush_threshold(operand_from_string(spec, "p_flush_threshold: spec"));
+    if (!t) throw std::invalid_argument("p_flush_threshold: '" + spec + "'; expected a static P spec such as int8/static:127");
+    return *t;
   }, "spec"_a, "p / max(p) at or below which a static P format flushes to zero (e.g. 'int8/static:127' -> 0.5/127).");
   m.def("channel_outliers", [](const ArrayArg& t, int head, int tokens, bool subtract_mean) {
     const TensorF x = to_tensor(t, "t");

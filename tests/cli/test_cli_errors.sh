@@ -50,8 +50,8 @@ check "version" 0 "^qattn [0-9]+\.[0-9]+\.[0-9]+ \(build " -- "$qattn" --version
 # result's NaN named with the file, layer and recipe (exit 1, never printed as a metric).
 ev=("$qattn" eval --data "$tmp/s.h5" --layer 0 --tokens 64)
 check "eval integer QK default" 0 "^pooled " -- "${ev[@]}" --recipe "q=int8/token k=int8/token"
-check "eval every P flushed" 1 "s.h5: layer 0, recipe 'q=fp32 k=fp32 p=int8/static:0.25': no result to report: the result has [0-9]+ non-finite" -- "${ev[@]}" --recipe "q=fp32 k=fp32 p=int8/static:0.25"
-check "eval P overflows" 1 "no result to report: the result has [0-9]+ non-finite" -- "${ev[@]}" --recipe "p=fp32/static:1e38 v=fp32"
+check "eval every P flushed" 1 "s.h5: layer 0, recipe 'q=fp32 k=fp32 p=int8/static:0.25': no result to report: head [0-9]+: the result has [0-9]+ non-finite" -- "${ev[@]}" --recipe "q=fp32 k=fp32 p=int8/static:0.25"
+check "eval P overflows" 1 "no result to report: head [0-9]+: the result has [0-9]+ non-finite" -- "${ev[@]}" --recipe "p=fp32/static:1e38 v=fp32"
 check "eval unscaled e8m0" 1 "recipe field 'v.format': e8m0 is a scale format" -- "${ev[@]}" --recipe "v=e8m0"
 check "eval static inf" 1 "token 'p=int8/static:inf' static: 'inf' is not a finite number" -- "${ev[@]}" --recipe "p=int8/static:inf"
 check "eval split too large" 1 "recipe field 'split': expected 1..4096" -- "${ev[@]}" --recipe "split=1000000000"

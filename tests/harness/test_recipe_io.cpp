@@ -1,5 +1,6 @@
 // The recipe's one-line and JSON forms: round trips, defaults, and one clear error per mistake.
 #include "harness/io/recipe_io.hpp"
+#include "kernels/numerics/accumulator.hpp"
 #include "tests/catch.hpp"
 #include "tests/error_text.hpp"
 
@@ -89,6 +90,25 @@ TEST_CASE("defaults: unquantized fp32 operands, fp32 accumulators, 64x64 tiles",
   CHECK(r.tiles.block_k == 64);
   CHECK(to_string(r) == "q=fp32 k=fp32 p=fp32 v=fp32 ksmooth=none ksmooth_block=0 qsmooth=0 vsmooth=0 rotation=none "
                         "softmax=float denominator=quantized acc.qk=fp32 acc.pv=fp32 tiles=64x64 split=1 tau=0");
+}
+
+TEST_CASE("Recipe{} is the recipe of an empty line, and validates", "[recipe]") {
+  const Recipe r{};
+  CHECK(to_string(r) == to_string(recipe_from_string("")));
+  CHECK_NOTHROW(validate(r));
+}
+
+TEST_CASE("every measured accumulator reads back by its name as its model", "[recipe]") {
+  for (const NamedAccumulator& n : kNamedAccumulators) {
+    INFO(n.name);
+    const Recipe r = recipe_from_string(std::string("q=fp16 k=fp16 acc.qk=") + n.name);
+    CHECK(to_string(r) == to_string(recipe_from_string("q=fp16 k=fp16 acc.qk=" + to_json(r)["acc.qk"].get<std::string>())));
+    const Accumulator a = n.model();
+    CHECK(r.qk_acc.chunk == a.chunk);
+    CHECK(r.qk_acc.flush_every == a.flush_every);
+    CHECK(r.qk_acc.factor_exponent_min == a.factor_exponent_min);
+    CHECK(r.qk_acc.acc_mantissa_bits == a.acc_mantissa_bits);
+  }
 }
 
 TEST_CASE("string and JSON forms round-trip", "[recipe]") {

@@ -1,0 +1,55 @@
+#include "kernels/recipe/presets.hpp"
+
+namespace qattn {
+
+const std::vector<RecipePreset>& recipe_presets() {
+  static const std::vector<RecipePreset> presets = {
+      {"qflash-46adca5",
+       "q=int8/tensor/scale:fp16/div:fp16 k=int8/tensor/scale:fp16/div:fp16 v=int8/tensor/scale:fp16/div:fp16 p=int8/static:127 "
+       "softmax=qflash acc.qk=exact acc.pv=exact tiles=32x32 qflash.consts=kernel qflash.exp=fixed16 qflash.requant=round16 "
+       "qflash.release=shift30 qflash.start=kernel qflash.tail=pad qflash.div=trunc32 out=fp16",
+       "github EfficientCompLab/qflash, commit 46adca5, qflash/kernel.py (qflash_forward, unmasked kernel, default settings)",
+       "fp16 inputs of one batch (its per-tensor scale is int8/tensor), not causal; the kernel's approximate fp32 division "
+       "can put an output one int8 level lower"},
+      {"sageattn-1.0.6",
+       "q=int8/block:128/amax:mul/round:away k=int8/block:64/amax:mul/round:away ksmooth=global ksmooth.format=fp16 qprescale=1 "
+       "qkscale=sequential acc.qk=exact p=fp16 v=fp16 denominator=float tiles=128x64 acc.pv=h200_wgmma_f16 pad=zero out=fp16",
+       "PyPI sageattention==1.0.6 (sageattention/core.py, quant_per_block.py, attn_qk_int8_per_block.py and _causal.py), on the H200 with Triton 3.6",
+       "fp16 inputs, head dims 64 and 128; not modelled: the GPU's approximate reciprocal in the quantizer and the final division, "
+       "its approximate exp2, fused multiply-adds, and the row sums' tree order"},
+      {"sageattn2-sm90",
+       "q=int8/block:2/amax:mul/round:away k=int8/block:32/amax:mul/round:away ksmooth=global ksmooth.format=fp16 acc.qk=exact p=e4m3/static:447.8898 v=e4m3/channel denominator=float tiles=64x128 acc.pv=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=4) out=fp16",
+       "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py, triton/quant_per_thread.py, csrc/qattn/qk_int_sv_f8_cuda_sm90.cu, attn_utils.cuh",
+       "read from source, not run: per-thread Q scales over strided rows (r, r+8) taken as consecutive rows, the +1e-7 on each scale, V's scale applied after the division, and the 13-bit two-level e4m3 wgmma accumulator as its documentation states it (not measured)"},
+      {"sageattn2-sm89",
+       "q=int8/block:4/amax:mul/round:away k=int8/block:16/amax:mul/round:away ksmooth=global ksmooth.format=fp16 acc.qk=exact p=e4m3/static:447.8898 v=e4m3/channel denominator=float tiles=128x64 acc.pv=mma(chunk=32,align=32,chunk_bits=10,chunk_round=even,acc_bits=10,add_round=even,flush=2) out=fp16",
+       "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py, csrc/qattn/attn_utils.cuh (the fp32+fp16 default)",
+       "read from source, not run: as sageattn2-sm90, and V's 2.25 scale maximum and the fp16 buffer's exponent range are not modelled"},
+      {"fa3-fp8",
+       "q=e4m3/head k=e4m3/head v=e4m3/head p=e4m3/static:256 denominator=float tiles=192x160 acc.qk=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) acc.pv=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) out=bf16",
+       "github Dao-AILab/flash-attention, commit 0251105, hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp, flash_fwd_kernel_sm90.h, softmax.h",
+       "read from source, not run: the descales are the caller's (taken as absmax/448 per head), one PV accumulator over all keys, the wgmma accumulator's 13 bits assumed, not measured"},
+      {"llamacpp-q8_0",
+       "q=int8/group:32/div k=int8/group:32/scale:fp16/round:away v=int8/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
+       "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh (the CUDA vector kernel, NVIDIA)",
+       "read from source, not run: Q's codes come from the fp32 scale while fp16 is stored, roundf ties, fp32 partial sums per 4 elements, the interleaved key split"},
+      {"llamacpp-q4_0",
+       "q=int8/group:32/div k=int4/group:32/scale:fp16 v=int4/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
+       "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh, ggml-quants.c",
+       "read from source, not run: q4_0's own grid (absmax/8, codes -8..7, rounded half up) is not the lab's symmetric int4 at absmax/7, a large part of its low score"},
+      {"zinc",
+       "q=int8/token k=int8/token ksmooth=global acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=fp32",
+       "the ZINC write-up's prefill recipe: int8 Q K^T with K's mean removed, e4m3 P at 448 and e4m3 V",
+       "read from its description, not run: Q/K granularity and V's scale are not stated (token and channel assumed); its decode path with a running mean in the int8 K cache is left out (the lab's ksmooth=running does not reproduce its claim)"},
+      {"dot4-packed16",
+       "q=int8/group:32 k=int8/group:32/scale:fp16 v=fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=8x8",
+       "the DOT4 write-up's sudot4 flash attention for llama.cpp HIP on RDNA3: int8 K with fp16 scales per 32 channels",
+       "read from its description, not run: Q's scale layout is ambiguous there (group:32 assumed, as the lab needs equal groups on Q and K)"},
+      {"qflash-lab", "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash acc.qk=exact acc.pv=exact",
+       "the QFlash paper's algorithm with the lab's constants (kernels/numerics/qflash.hpp)",
+       "the lab's reading of the paper, before its kernel was public; the GPU family flash_integer runs it"},
+  };
+  return presets;
+}
+
+}  // namespace qattn
