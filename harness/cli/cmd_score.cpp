@@ -15,8 +15,9 @@ Action add_score_command(CLI::App& app) {
   cmd->add_option("--recipe", o->recipe, "One-line recipe the kernel implements (default: each file's 'recipe' attribute, if any)");
   cmd->add_option("--output,-o", o->output, "Report folder to write")->required();
   cmd->add_flag("--force", o->force, "Replace an existing report folder (only one qattn wrote)");
-  cmd->add_flag("--quiet,-q", o->quiet, "Do not print the summary");
+  cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr and no summary on stdout");
   return [o]() {
+    o->progress = !o->quiet;
     o->command_line = "qattn score " + o->dataset;
     for (const auto& f : o->outputs) o->command_line += " " + f;
     if (!o->recipe.empty()) o->command_line += " --recipe '" + o->recipe + "'";

@@ -126,6 +126,9 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
     RunOptions ro;
     ro.force = true;
     ro.quiet = quiet;
+    // The verdict is the output: progress only where it redraws in place, no summary or figures.
+    ro.progress_lines = false;
+    ro.summary = false;
     ro.command_line = "qattn check " + bounds_file;
     run_experiment(e, ro);
     results = tmp / "results.jsonl";

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "harness/experiment/backend.hpp"
+#include "harness/experiment/progress.hpp"
 #include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/report_shards.hpp"
@@ -45,45 +46,14 @@ using namespace report;
 
 namespace {
 
-// A unit's relative cost for the ETA: attention over a context of c tokens is ~c^2 work.
-double unit_cost(int c) { return static_cast<double>(c) * c; }
+// A unit's relative cost for the plan and the ETA: each evaluated query row of a head attends to up
+// to c keys (all c rows, or the sampled rows). Computed once, in the plan; a finished unit's step
+// counts the plan's number, so the ETA reaches 0 at the last unit.
+double unit_cost(int c, int heads, int rows) { return static_cast<double>(rows > 0 ? std::min(rows, c) : c) * c * heads; }
 
 std::string unit_key(const std::string& layer, int ctx, const std::string& recipe) {
   return layer + "|" + std::to_string(ctx) + "|" + recipe;
 }
-
-// Progress and ETA on stderr (stdout holds the plan and the summary): redrawn in place on a
-// terminal, a line per unit otherwise. The ETA weighs each unit by its cost, context squared.
-class Progress {
- public:
-  Progress(double total_cost, std::size_t units, bool quiet)
-      : total_(total_cost), units_(units), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0), t0_(std::chrono::steady_clock::now()) {}
-  void step(const std::string& what, double cost) {
-    ++done_units_;
-    done_ += cost;
-    if (quiet_) return;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    const double eta = done_ > 0 ? s * (total_ - done_) / done_ : 0;
-    if (tty_) {
-      const int width = 30, fill = static_cast<int>(width * done_ / std::max(total_, 1e-300));
-      fmt::print(stderr, "\r[{}{}] {}/{} ETA {}  {:<50.50}", std::string(fill, '#'), std::string(width - fill, '.'), done_units_, units_,
-                 duration(eta), what);
-      if (done_units_ == units_) fmt::print(stderr, "\n");
-    } else {
-      fmt::print(stderr, "[{}/{}] {} (ETA {})\n", done_units_, units_, what, duration(eta));
-    }
-    std::fflush(stderr);
-  }
-
- private:
-  static std::string duration(double s) {
-    return s < 90 ? fmt::format("{:.0f} s", s) : s < 5400 ? fmt::format("{:.1f} min", s / 60) : fmt::format("{:.1f} h", s / 3600);
-  }
-  double total_, done_ = 0;
-  std::size_t units_, done_units_ = 0;
-  bool quiet_, tty_;
-  std::chrono::steady_clock::time_point t0_;
-};
 
 std::uint64_t mix(std::uint64_t seed, const std::string& layer, int ctx) {
   std::uint64_t h = seed ^ 0x9E3779B97F4A7C15ull;
@@ -132,13 +102,13 @@ std::string non_finite_output(const std::vector<double>& out, int rows, int d, c
 
 template <class P>
 void record_failure(const fs::path& dir, const std::string& layer, int ctx, const std::string& recipe, const std::string& backend,
-                    const std::string& why, P& progress) {
+                    const std::string& why, P& progress, double cost) {
   append_unit(dir / "failed.jsonl", {json{{"layer", layer_json(layer)}, {"context", ctx}, {"recipe", recipe}, {"backend", backend}, {"reason", why}}});
   fmt::print(stderr, "qattn: warning: layer {} context {} recipe '{}' failed: {}\n", layer, ctx, recipe, why);
-  progress.step(fmt::format("layer {} ctx {} {}: failed", layer, ctx, recipe), unit_cost(ctx));
+  progress.step(fmt::format("layer {} ctx {} {}: failed", layer, ctx, recipe), cost);
 }
 
-void write_outputs(const Experiment& e, const fs::path& dir) {
+void write_outputs(const Experiment& e, const fs::path& dir, bool summary) {
   const std::vector<json> rows = read_log(dir / "results.jsonl");
   const std::vector<json> stats = read_log(dir / "stats.jsonl");
   // results.csv: one row per (layer, head, context, recipe, backend).
@@ -253,6 +223,7 @@ void write_outputs(const Experiment& e, const fs::path& dir) {
   write_atomic(dir / "figures" / "p_mass_per_decade.csv", decades);
   write_atomic(dir / "figures" / "mass_flushed.csv", flushed);
   write_atomic(dir / "figures" / "channel_outliers.csv", outliers);
+  if (!summary) return;
   fmt::print("\n{}", md);
   const bool drawn = report::render_figures(dir.string(), report::ReportKind::run);
   fmt::print("\nreport: {} (summary.md, results.csv, results.jsonl, config.json, figures/)\n", dir.string());
@@ -370,21 +341,22 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
       for (const auto& [name, r] : e.recipes) {
         (void)r;
         if (done.count(unit_key(l, c, name))) continue;
-        pending.push_back({unit_key(l, c, name), l + "|" + std::to_string(c), unit_cost(c) * heads});
+        pending.push_back({unit_key(l, c, name), l + "|" + std::to_string(c), unit_cost(c, heads, e.rows)});
         total_cost += pending.back().cost;
       }
   }
-  // Each rank takes a contiguous run of the plan of about equal cost (context squared times heads):
+  // Each rank takes a contiguous run of the plan of about equal cost (rows x keys x heads):
   // a unit goes to the rank whose share holds its cost's midpoint. Contiguous runs keep a layer and
   // context on one rank, so few float64 references are computed twice.
   std::set<std::string> my_units, my_stats;
+  std::map<std::string, double> planned_cost;  // unit key -> cost
   std::map<std::string, int> slice_owner;
   double before = 0, my_cost = 0;
   for (const Pending& u : pending) {
     const int owner = std::min(ranks::size() - 1, static_cast<int>((before + u.cost / 2) / total_cost * ranks::size()));
     before += u.cost;
     slice_owner.emplace(u.slice, owner);
-    if (owner == ranks::rank()) my_units.insert(u.key), my_cost += u.cost;
+    if (owner == ranks::rank()) my_units.insert(u.key), my_cost += u.cost, planned_cost[u.key] = u.cost;
   }
   long long slice_index = 0;
   for (const std::string& l : layers)
@@ -401,7 +373,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
                ranks::sharded() ? fmt::format(" over {} ranks", ranks::size()) : "");
   }
   // Rank 0 shows its own share's progress; the other ranks work quietly (their warnings still print).
-  Progress progress(my_cost, my_units.size(), opt.quiet || ranks::rank() != 0);
+  Progress progress(my_cost, my_units.size(), opt.quiet || ranks::rank() != 0, opt.progress_lines);
   const fs::path logs = ranks::sharded() ? shard_dir(dir, ranks::rank()) : dir;
 
   err = nullptr;
@@ -471,19 +443,19 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           if (!my_units.count(unit_key(l, c, name))) continue;
           if (const std::string reason = backend::not_covered(be, p, recipe); !reason.empty()) {
             append_unit(logs / "not_covered.jsonl", {json{{"layer", layer_json(l)}, {"context", c}, {"recipe", name}, {"backend", opt.backend}, {"reason", reason}}});
-            progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), unit_cost(c));
+            progress.step(fmt::format("layer {} ctx {} {}: not covered by the GPU kernels", l, c, name), planned_cost.at(unit_key(l, c, name)));
             continue;
           }
           backend::Output run;
           try {
             run = backend::run(be, p, recipe, kl_rows);
           } catch (const NumericFailure& f) {
-            record_failure(logs, l, c, name, opt.backend, f.what(), progress);
+            record_failure(logs, l, c, name, opt.backend, f.what(), progress, planned_cost.at(unit_key(l, c, name)));
             continue;
           }
           const std::vector<double> out(run.out.data.begin(), run.out.data.end());
           if (const std::string why = non_finite_output(out, static_cast<int>(ref.rows.size()), d, slice.q_heads, ref.rows); !why.empty()) {
-            record_failure(logs, l, c, name, opt.backend, why, progress);
+            record_failure(logs, l, c, name, opt.backend, why, progress, planned_cost.at(unit_key(l, c, name)));
             continue;
           }
           // A unit whose reference or output has no metrics (an all-zero head) is a failed unit.
@@ -492,7 +464,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
             score = score_unit(ref.out.data, out, slice.q_heads,
                                {&ref.probs, run.has_probs ? &run.probs : nullptr, static_p_flush_threshold(recipe.p)});
           } catch (const NumericFailure& f) {
-            record_failure(logs, l, c, name, opt.backend, f.what(), progress);
+            record_failure(logs, l, c, name, opt.backend, f.what(), progress, planned_cost.at(unit_key(l, c, name)));
             continue;
           }
           std::vector<json> unit;
@@ -505,7 +477,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
           append_unit(logs / "results.jsonl", std::move(unit));
           progress.step(fmt::format("layer {} ctx {} {}: {}", l, c, name,
                                     std::isinf(score.pooled.error.sqnr_db) ? std::string("exact") : fmt::format("{:.2f} dB", score.pooled.error.sqnr_db)),
-                        unit_cost(c));
+                        planned_cost.at(unit_key(l, c, name)));
         }
       }
   } catch (...) {
@@ -519,7 +491,7 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
       fmt::print(stderr, "run: merged {} shard logs of {} ranks into the report in {:.3f} s\n", merged, ranks::size(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    write_outputs(e, dir);
+    write_outputs(e, dir, opt.summary);
   });
 }
 

@@ -11,6 +11,8 @@ struct RunOptions {
   bool resume = false;   // complete an interrupted run without repeating a unit
   bool force = false;    // replace an existing report folder
   bool quiet = false;    // no progress on stderr (warnings and errors still)
+  bool progress_lines = true;  // progress on a stderr that is no terminal: a line per unit (else none)
+  bool summary = true;   // print summary.md and draw the figures (qattn check wants only the numbers)
   std::string backend = "emulate";
   std::string command_line;
 };

@@ -12,6 +12,7 @@
 #include <set>
 #include <span>
 
+#include "harness/experiment/progress.hpp"
 #include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/unit_score.hpp"
@@ -138,6 +139,11 @@ void score_outputs(const ScoreOptions& opt) {
     std::string failed;                  // why the recipe could not be compared with, if so
   };
   std::vector<Line> summary;
+  // A unit's cost for the ETA: its scored rows times the context's keys times its heads.
+  const auto cost = [&](const Unit& u) { return static_cast<double>(u.out->rows.size()) * u.context * u.out->o.heads; };
+  double total = 0;
+  for (const Unit& u : units) total += cost(u);
+  Progress progress(total, units.size(), !opt.progress);
   for (const Unit& u : units) {
     if (opt.between_units) opt.between_units();
     SliceRequest req;
@@ -214,6 +220,7 @@ void score_outputs(const ScoreOptions& opt) {
                             fields_cells(row, {1, 0}, "recipe_"), fields_cells(row, {1, 0}, "kernel_vs_recipe_"));
     }
     append_durable(dir / "results.jsonl", lines);
+    progress.step(fmt::format("{} layer {} ctx {}: {} dB", u.kernel, u.layer, u.context, db_text(line.k.pooled.error.sqnr_db)), cost(u));
     summary.push_back(std::move(line));
   }
   write_atomic(dir / "results.csv", csv);

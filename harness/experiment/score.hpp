@@ -19,6 +19,7 @@ struct ScoreOptions {
   std::string output;                 // report folder
   bool force = false;                 // replace an existing report folder that qattn made
   bool quiet = false;                 // no summary on stdout
+  bool progress = true;               // a unit's progress and ETA on stderr
   std::string command_line;
   // Called between units (may throw to stop: the Python bindings raise KeyboardInterrupt there).
   std::function<void()> between_units;

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -79,6 +81,7 @@ def score(
     force: bool = False,
     resume: bool = False,
     quiet: bool = True,
+    progress: bool = True,
 ) -> list[dict]:
     """Call ``fn`` on a dump's Q/K/V and score its outputs into the report folder ``output``.
 
@@ -97,7 +100,8 @@ def score(
     ``output/outputs/`` as soon as it is computed, and ``resume=True`` completes an interrupted
     call without calling ``fn`` again for a context whose file is there and matches (same kernel,
     recipe, layers, context and rows). ``force=True`` replaces the report (its outputs are written
-    again). Ctrl-C stops scoring between units.
+    again). Ctrl-C stops scoring between units. ``progress`` shows each kernel call and each scored
+    unit on stderr, with an ETA; ``quiet=False`` also prints the report's summary.
     """
     info = _core.open_dump(dump)
     names = [l["name"] for l in info["layers"]]
@@ -137,11 +141,14 @@ def score(
         keep = os.path.join(output, "outputs")
         os.makedirs(keep, exist_ok=True)
         files = []
+        calls, t0 = len(ctxs) * len(chosen), time.monotonic()
+        done = 0
         for c in ctxs:
             picked = _core.sample_rows(int(c), int(rows), seed) if rows is not None and rows < c else None
             path = os.path.join(keep, f"{name.replace(os.sep, '_')}-ctx{c}.h5")
             if resume and _outputs_match(path, name, recipe_line, dump, chosen, int(c), picked):
                 files.append(path)
+                calls -= len(chosen)
                 continue
             entries = []
             for lname in chosen:
@@ -149,6 +156,11 @@ def score(
                 q, k, v = _inputs(d, tensor, device, dtype, layout)
                 where = f"score: {name} on layer {lname}, context {c}"
                 out = _to_numpy(fn(q, k, v, causal=d["causal"], window=d["window"], softmax_scale=d["softmax_scale"]), where)
+                done += 1
+                if progress:
+                    spent = time.monotonic() - t0
+                    print(f"score: [{done}/{calls}] {name} on layer {lname}, context {c} ({spent:.1f} s; "
+                          f"ETA of the calls {spent / done * (calls - done):.0f} s)", file=sys.stderr, flush=True)
                 if layout == "BHND":
                     if out.ndim != 4 or out.shape[0] != 1:
                         raise ValueError(f"{where}: the function returned shape {out.shape}; expected [1, Hq, N, d]")
@@ -168,6 +180,6 @@ def score(
                 entries.append(entry)
             _core.write_outputs(path, name, entries, recipe=recipe_line, dtype="fp32", attrs={"dataset": dump})
             files.append(path)
-        _core.score_files(dump, files, output, recipe="", force=True, quiet=quiet)
+        _core.score_files(dump, files, output, recipe="", force=True, quiet=quiet, progress=progress)
     with open(os.path.join(output, "results.jsonl")) as f:
         return [json.loads(line) for line in f if line.strip()]

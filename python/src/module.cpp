@@ -630,7 +630,7 @@ NB_MODULE(_core, m) {
 
   // ---- scoring and bounds ----
   m.def("score_files", [](const std::string& dump, std::vector<std::string> outputs, const std::string& output, const std::string& recipe,
-                          bool force, bool quiet) {
+                          bool force, bool quiet, bool progress) {
     ScoreOptions o;
     o.dataset = dump;
     o.outputs = std::move(outputs);
@@ -638,6 +638,7 @@ NB_MODULE(_core, m) {
     o.recipe = recipe;
     o.force = force;
     o.quiet = quiet;
+    o.progress = progress;
     o.command_line = "qattn.score_files(" + dump + ", ... -> " + output + ")";
     // Ctrl-C between units, not only when scoring ends: the GIL is taken back for the check.
     o.between_units = [] {
@@ -646,8 +647,8 @@ NB_MODULE(_core, m) {
     };
     nb::gil_scoped_release release;
     score_outputs(o);
-  }, "dump"_a, "outputs"_a, "output"_a, "recipe"_a = "", "force"_a = false, "quiet"_a = true,
-        "What `qattn score` does: score outputs files against the dump's float64 reference and the recipe's emulation into a report folder.");
+  }, "dump"_a, "outputs"_a, "output"_a, "recipe"_a = "", "force"_a = false, "quiet"_a = true, "progress"_a = false,
+        "What `qattn score` does: score outputs files against the dump's float64 reference and the recipe's emulation into a report folder. quiet: no summary on stdout; progress: each unit and the ETA on stderr.");
   nb::class_<report::FolderLock>(m, "ReportFolder", "A report folder held by this process (its lock, shared with the score_files calls inside).")
       .def("__enter__", [](report::FolderLock& l) -> report::FolderLock& { return l; }, nb::rv_policy::reference)
       .def("__exit__", [](nb::handle self, nb::args) { nb::inst_destruct(self); return false; },

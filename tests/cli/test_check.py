@@ -13,6 +13,9 @@ fails = []
 ok = subprocess.run([qattn, "check", "experiments/bounds/quickstart.json"], capture_output=True, text=True)
 if ok.returncode != 0 or "0 violation(s)" not in ok.stdout:
     fails.append(f"stored bounds do not pass: {ok.returncode} {ok.stdout[-500:]} {ok.stderr}")
+# The verdict is what check prints: the plan and the verdict, no per-unit lines, summary or figures.
+if len((ok.stdout + ok.stderr).splitlines()) > 3:
+    fails.append(f"check printed {len((ok.stdout + ok.stderr).splitlines())} lines before its verdict; expected the plan and the verdict")
 
 with tempfile.TemporaryDirectory() as tmp:
     exp = json.load(open("experiments/quickstart.json"))

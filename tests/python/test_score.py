@@ -38,9 +38,13 @@ def broken_kernel(q, k, v, **kw):
     return numpy_attention(q, k, v, drop=(64, 128), **kw)
 
 
-def test_python_score_separates_kernel_and_format_error(dump, tmp_path):
+def test_python_score_separates_kernel_and_format_error(dump, tmp_path, capfd):
     out = str(tmp_path / "fp32")
     rows = qattn.score(fp32_kernel, dump, layers=[0, "15"], contexts=[128, 256], recipe="q=fp32", output=out)
+    # Progress on stderr: each kernel call, then each scored unit, the last with nothing left to wait for.
+    err = capfd.readouterr().err.splitlines()
+    assert any(x.startswith("score: [4/4] fp32_kernel on layer 15, context 256") for x in err), err
+    assert any(x.startswith("[4/4] fp32_kernel layer 15 ctx 256:") and x.endswith("(ETA 0 s)") for x in err), err
     assert len(rows) == 2 * 2 * 9  # layers x contexts x heads
     for r in rows:
         assert r["kernel"] == "fp32_kernel" and r["rows"] == r["context"]
@@ -55,7 +59,9 @@ def test_python_score_separates_kernel_and_format_error(dump, tmp_path):
     assert max(own) < 40, own  # the dropped tile is the kernel's own error, not its formats'
     assert min(r["recipe_sqnr_db"] for r in bad) > 100
 
-    sampled = qattn.score(fp32_kernel, dump, layers=["15"], contexts=[256], rows=32, output=str(tmp_path / "s"))
+    capfd.readouterr()
+    sampled = qattn.score(fp32_kernel, dump, layers=["15"], contexts=[256], rows=32, output=str(tmp_path / "s"), progress=False)
+    assert "score: [" not in capfd.readouterr().err
     assert all(r["rows"] == 32 and r["recipe_sqnr_db"] is None for r in sampled)
     with pytest.raises(ValueError, match="exists"):
         qattn.score(fp32_kernel, dump, layers=["15"], contexts=[256], output=out)
