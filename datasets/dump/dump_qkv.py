@@ -27,7 +27,22 @@ from pathlib import Path
 
 import numpy as np
 
-from real_models import MODELS, ModelError, load_model, prose_text, sha256_file, text_config
+
+def _registry():
+    """The package's model registry (python/qattn/models.py), loaded by its path: the dumper needs
+    no built qattn."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "python" / "qattn" / "models.py"
+    spec = importlib.util.spec_from_file_location("qattn_models", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_m = _registry()
+MODELS, ModelError, load_model, prose_text, sha256_file, text_config = (
+    _m.MODELS, _m.ModelError, _m.load_model, _m.prose_text, _m.sha256_file, _m.text_config)
 
 STORAGE = {"fp16": np.float16, "fp32": np.float32}
 # Float32 attention against float64 on the same tensors: ~1e-7 relative per operation, sums over

@@ -81,7 +81,7 @@ Action add_formats_command(CLI::App& app) {
     bool table = false, midpoints = false;
   };
   auto opts = std::make_shared<Opts>();
-  cmd->add_option("name", opts->name, "Format to show (fp32 bf16 fp16 e4m3 e5m2 e4m3fnuz e5m2fnuz e2m1 e8m0 int8 int4)");
+  cmd->add_option("name", opts->name, "Format to show (" + format_names() + ")");
   cmd->add_flag("--table", opts->table, "Print every code point as CSV: code,hex,value");
   cmd->add_flag("--midpoints", opts->midpoints,
                 "Print every midpoint between neighbouring values and its encoding as CSV");

@@ -26,9 +26,12 @@ namespace {
 // Every file a run or a score writes into its folder, and nothing else.
 constexpr const char* kReportFiles[] = {"results.jsonl", "results.csv", "stats.jsonl", "not_covered.jsonl", "failed.jsonl", "summary.md", "config.json"};
 
+// The folders of a report's own making: a sharded run's shards, the end-to-end evaluation's units.
+constexpr const char* kReportFolders[] = {kShardsFolder, "units"};
+
 void remove_report_contents(const fs::path& dir) {
   for (const char* f : kReportFiles) fs::remove(dir / f);
-  fs::remove_all(dir / kShardsFolder);  // a link there is removed, not followed
+  for (const char* f : kReportFolders) fs::remove_all(dir / f);  // a link there is removed, not followed
   std::error_code ec;
   if (fs::is_symlink(dir / "figures", ec)) return;  // a link to a folder of the user's: never emptied
   for (const auto& f : fs::directory_iterator(dir / "figures", ec)) {
@@ -47,7 +50,8 @@ bool is_report_folder(const fs::path& dir) {
   const bool run = c.is_object() && c.contains("experiment_file") && c.contains("dataset_fnv1a64") && c.contains("git_commit") &&
                    fs::exists(dir / "results.jsonl");
   const bool score = c.is_object() && c.contains("git_commit") && c.contains("command_line");
-  return run || score;
+  const bool model_eval = c.is_object() && c.value("schema", json()) == "qattn-model-eval/1";
+  return run || score || model_eval;
 }
 
 namespace {
@@ -106,11 +110,21 @@ void need_utf8_path(const std::string& what, const std::string& path) {
   if (!valid_utf8(path)) throw std::invalid_argument(what + ": path \"" + shown_text(path) + "\" is not UTF-8; expected a UTF-8 path (reports are JSON)");
 }
 
+namespace {
+// A folder holding nothing, or only the lock of a claim that stopped before it wrote anything.
+bool empty_but_lock(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir, ec))
+    if (f.path().filename() != ".lock") return false;
+  return !ec;
+}
+}  // namespace
+
 std::unique_ptr<FolderLock> claim_report_folder(const fs::path& dir, Existing existing, const std::string& flags) {
   if (dir.empty()) throw std::invalid_argument("report folder: empty path; expected the name of a folder for the report");
   need_utf8_path("report folder", dir.string());
   if (fs::exists(dir) && existing == Existing::refuse) throw std::invalid_argument(dir.string() + ": the report folder exists; " + flags);
-  if (fs::exists(dir) && !is_report_folder(dir)) {
+  if (fs::exists(dir) && !is_report_folder(dir) && !empty_but_lock(dir)) {
     throw std::invalid_argument(dir.string() + ": exists but is not a report folder qattn wrote (no " + std::string(kReportMarker) +
                                 "); qattn replaces or completes only those: choose another output folder or remove it yourself");
   }

@@ -1,5 +1,6 @@
 #pragma once
-// Who owns a report folder, shared by `qattn run` and `qattn score`: how a folder qattn wrote is
+// Who owns a report folder, shared by `qattn run`, `qattn score` and the end-to-end evaluation
+// (qattn.model_eval, through the bindings): how a folder qattn wrote is
 // recognised, the lock its writer holds for its whole life, and what --force may remove. The lock
 // is taken before anything is removed, so --force never deletes under another writer, and it
 // removes the report's own files only: a user's notes and the kernel outputs in outputs/ stay.
@@ -40,7 +41,7 @@ void need_utf8_path(const std::string& what, const std::string& path);
 
 // Makes DIR this process's report folder: refuses an existing folder under Existing::refuse (the
 // message suggests `flags`, e.g. "pass --resume to complete it or --force to replace it") and any
-// existing folder qattn did not write; locks it (creating it); under Existing::replace removes the
+// existing folder qattn did not write (one holding only a lock counts as empty); locks it (creating it); under Existing::replace removes the
 // report's own files; creates figures/ and the marker. The folder is ours while the lock lives.
 std::unique_ptr<FolderLock> claim_report_folder(const std::filesystem::path& dir, Existing existing, const std::string& flags);
 

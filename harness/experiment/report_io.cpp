@@ -92,8 +92,8 @@ std::uint64_t fnv1a_file(const std::string& path) {
   return h;
 }
 
-std::string git_commit() {
-  std::string s = process_output({"git", "rev-parse", "HEAD"}).value_or("");
+std::string git_commit(const std::string& folder) {
+  std::string s = process_output({"git", "-C", folder, "rev-parse", "HEAD"}).value_or("");
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   return s.empty() ? "unknown" : s;
 }

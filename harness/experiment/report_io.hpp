@@ -22,8 +22,8 @@ void write_atomic(const std::filesystem::path& file, const std::string& text);
 // Complete lines of a JSON Lines log (a torn last line from a crash is dropped and truncated).
 std::vector<nlohmann::json> read_log(const std::filesystem::path& file);
 std::uint64_t fnv1a_file(const std::string& path);
-// The commit of the working folder's git checkout ("unknown" outside one).
-std::string git_commit();
+// The commit of the git checkout holding `folder` (default: the working folder; "unknown" outside one).
+std::string git_commit(const std::string& folder = ".");
 std::string now_utc();
 nlohmann::json num(double x);
 double as_double(const nlohmann::json& v);

@@ -334,7 +334,6 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
     double cost;
   };
   std::vector<Pending> pending;
-  double total_cost = 0;
   for (const std::string& l : layers) {
     const int heads = e.heads.empty() ? info.layer(l).q_heads : static_cast<int>(e.heads.size());
     for (int c : contexts)
@@ -342,7 +341,6 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
         (void)r;
         if (done.count(unit_key(l, c, name))) continue;
         pending.push_back({unit_key(l, c, name), l + "|" + std::to_string(c), unit_cost(c, heads, e.rows)});
-        total_cost += pending.back().cost;
       }
   }
   // Each rank takes a contiguous run of the plan of about equal cost (rows x keys x heads):
@@ -351,10 +349,13 @@ void run_experiment(const Experiment& e, const RunOptions& opt) {
   std::set<std::string> my_units, my_stats;
   std::map<std::string, double> planned_cost;  // unit key -> cost
   std::map<std::string, int> slice_owner;
-  double before = 0, my_cost = 0;
-  for (const Pending& u : pending) {
-    const int owner = std::min(ranks::size() - 1, static_cast<int>((before + u.cost / 2) / total_cost * ranks::size()));
-    before += u.cost;
+  double my_cost = 0;
+  std::vector<double> costs;
+  for (const Pending& u : pending) costs.push_back(u.cost);
+  const std::vector<int> owners = ranks::cost_shares(costs, ranks::size());
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    const Pending& u = pending[i];
+    const int owner = owners[i];
     slice_owner.emplace(u.slice, owner);
     if (owner == ranks::rank()) my_units.insert(u.key), my_cost += u.cost, planned_cost[u.key] = u.cost;
   }

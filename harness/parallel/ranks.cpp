@@ -1,5 +1,8 @@
 #include "harness/parallel/ranks.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include <cstdlib>
 
 #if defined(QATTN_WITH_MPI)
@@ -71,6 +74,23 @@ void agree(std::exception_ptr mine) {
   }
 #endif
   if (mine) std::rethrow_exception(mine);
+}
+
+std::vector<int> cost_shares(std::span<const double> costs, int size) {
+  if (size < 1) throw std::invalid_argument("cost_shares: " + std::to_string(size) + " ranks; expected at least 1");
+  double total = 0, before = 0;
+  for (const double c : costs) {
+    if (!(c >= 0) || !std::isfinite(c)) throw std::invalid_argument("cost_shares: a cost of " + std::to_string(c) + "; expected finite costs >= 0");
+    total += c;
+  }
+  if (total == 0) total = 1;
+  std::vector<int> owners;
+  owners.reserve(costs.size());
+  for (const double c : costs) {
+    owners.push_back(std::min(size - 1, static_cast<int>((before + c / 2) / total * size)));
+    before += c;
+  }
+  return owners;
 }
 
 }  // namespace qattn::ranks

@@ -3,8 +3,10 @@
 // srun) started this process and qattn was built with MPI. Only qattn run uses more than one.
 // MPI stays in ranks.cpp: nothing else includes it, and a build without MPI has the same API.
 #include <exception>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace qattn::ranks {
 
@@ -25,6 +27,11 @@ int size();
 int local_rank();  // the rank among the processes of this node (GPUs are taken in this order)
 // "rank 1 of 3" (or "" for a single process), for messages.
 std::string label();
+
+// Each item's rank when `size` ranks share work items of these costs: contiguous runs of about equal
+// cost, item i going to the rank whose share holds its cost's midpoint (so a layer's or a window's
+// items stay together). `qattn run` and the end-to-end evaluation (qattn.model_eval) share work so.
+std::vector<int> cost_shares(std::span<const double> costs, int size);
 
 // Thrown on the ranks whose step succeeded when another rank's failed: that rank reports its error;
 // these exit 1 quietly.

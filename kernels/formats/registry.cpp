@@ -20,4 +20,10 @@ std::array<FormatId, kFormatCount> all_formats() {
   return ids;
 }
 
+std::string format_names() {
+  std::string s;
+  for (const char* n : kFormatNames) s += (s.empty() ? "" : " ") + std::string(n);
+  return s;
+}
+
 }  // namespace qattn

@@ -13,6 +13,8 @@ namespace qattn {
 FormatId parse_format(std::string_view name, std::string_view what = "format");
 
 std::array<FormatId, kFormatCount> all_formats();
+// Every format's name, space-separated, in FormatId order (for help texts).
+std::string format_names();
 
 
 }  // namespace qattn

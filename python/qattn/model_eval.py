@@ -25,25 +25,22 @@ import csv
 import hashlib
 import io
 import json
-import fcntl
 import math
 import os
 import platform
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from . import _core
 from . import _model_experiment as _exp
-from . import _real_models as _models
+from . import models as _models
 from ._model_experiment import REFERENCE, ExperimentError
 
 SCHEMA = "qattn-model-eval/1"
@@ -67,7 +64,7 @@ def _source_dir():
         return Path(env)
     here = Path(__file__).resolve()
     for parent in here.parents:
-        if (parent / "datasets" / "dump" / "real_models.py").exists():
+        if (parent / "python" / "qattn" / "models.py").exists():
             return parent
     return Path.cwd()
 
@@ -316,17 +313,10 @@ def _slug(name):
 
 
 def _atomic_write(path, data, mode="w"):
+    """The report folder's atomic write (the one `qattn run` and `qattn score` use)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".tmp.")
-    try:
-        with os.fdopen(fd, mode) as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _core.write_atomic(str(path), data.encode() if isinstance(data, str) else bytes(data))
 
 
 def _save_unit(path, arrays, info):
@@ -339,52 +329,6 @@ def _load_unit(path):
     with np.load(path) as z:
         info = json.loads(str(z["info"]))
         return {k: z[k] for k in z.files if k != "info"}, info
-
-
-class _Lock:
-    """An exclusive flock on OUTPUT/.lock for the whole run, the protocol `qattn run` and `qattn
-    score` use: released when the process ends, however it ends, so a killed run never leaves the
-    folder locked, and a second writer (of any of the three) is refused."""
-
-    def __init__(self, folder):
-        self.path = Path(folder) / ".lock"
-        self.fd = None
-
-    def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise EvalError(f"{self.path.parent}: another qattn command is writing this folder; nothing in it was changed; "
-                            "wait for it to finish") from None
-        self.fd = fd
-        return self
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-
-def _clear_folder(folder):
-    """Everything in the folder but its lock (held by this process)."""
-    for child in folder.iterdir():
-        if child.name == ".lock":
-            continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
-
-
-def _git_commit():
-    try:
-        return subprocess.run(["git", "-C", str(_source_dir()), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _versions():
@@ -496,37 +440,10 @@ class _OtherRankFailed(Exception):
     """Another rank failed and said why; this one exits without repeating it."""
 
 
-def _shares(costs, size):
-    """Contiguous runs of `costs` of about equal sum: item i goes to the rank whose share holds its
-    cost's midpoint, so a rank's windows stay together."""
-    total, before, owners = sum(costs) or 1.0, 0.0, []
-    for c in costs:
-        owners.append(min(size - 1, int((before + c / 2) / total * size)))
-        before += c
-    return owners
-
-
-class _Progress:
-    """Units done and an ETA on stderr. A unit's expected cost grows with its context: the model's
-    share linearly, attention's quadratically (the weights below); skipped units count as done."""
-
-    def __init__(self, weights, quiet):
-        self.left, self.quiet, self.done, self.total = sum(weights), quiet, 0, len(weights)
-        self.spent = self.weight_done = 0.0
-
-    @staticmethod
-    def weight(context):
-        return context + context * context / 4096.0
-
-    def step(self, what, seconds, weight, skipped=False):
-        self.done += 1
-        self.left -= weight
-        if skipped or self.quiet:
-            return
-        self.spent += seconds
-        self.weight_done += weight
-        eta = self.spent / self.weight_done * self.left
-        print(f"[{self.done}/{self.total}] {what}: {seconds:.1f} s; ETA {eta / 60:.1f} min", file=sys.stderr, flush=True)
+def _weight(context):
+    """A window's expected cost per pass: the model's share grows linearly with the context,
+    attention's quadratically."""
+    return context + context * context / 4096.0
 
 
 def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
@@ -550,39 +467,38 @@ def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
     ranks.agree(err)
     out = Path(e["output"])
     config_path = out / "config.json"
-    lock = _Lock(out)
+    held = []  # rank 0's claim on the folder, for the whole run
 
     def prepare():  # rank 0, while the others wait
         if out.exists() and not out.is_dir():
             raise EvalError(f"{out}: is a file; expected a folder for the report (the experiment's output)")
-        if out.exists():
-            written = None
-            if config_path.exists():
-                try:
-                    written = json.loads(config_path.read_text())
-                except json.JSONDecodeError:
-                    written = None
-            ours = isinstance(written, dict) and written.get("schema") == SCHEMA
-            if not ours and any(p.name != ".lock" for p in out.iterdir()):  # a lock alone: a claim that stopped early
-                raise EvalError(f"{out}: the folder exists and was not written by qattn.model_eval; choose another output")
-            if ours and written.get("experiment") != e and not force:
-                changed = sorted(k for k in set(e) | set(written.get("experiment", {}))
-                                 if e.get(k) != written.get("experiment", {}).get(k))
-                raise EvalError(f"{out}: written by a different experiment (changed: {', '.join(changed)}); "
-                                "pass --force to start it over")
-            # The lock before anything is removed: --force never deletes under another writer.
-            lock.__enter__()  # rank 0 holds the folder's lock for the whole run
-            if ours and (force or written.get("experiment") != e):
-                _clear_folder(out)
-        else:
-            lock.__enter__()
+        written = None
+        if config_path.exists():
+            try:
+                written = json.loads(config_path.read_text())
+            except json.JSONDecodeError:
+                written = None
+        ours = isinstance(written, dict) and written.get("schema") == SCHEMA
+        if out.exists() and not ours and any(p.name not in (".lock", ".qattn-report") for p in out.iterdir()):
+            raise EvalError(f"{out}: the folder exists and was not written by qattn.model_eval; choose another output")
+        changed = ours and written.get("experiment") != e
+        if changed and not force:
+            diff = sorted(k for k in set(e) | set(written.get("experiment", {})) if e.get(k) != written.get("experiment", {}).get(k))
+            raise EvalError(f"{out}: written by a different experiment (changed: {', '.join(diff)}); pass --force to start it over")
+        # The same claim as `qattn run` and `qattn score`: the lock first, then (with --force or a
+        # changed experiment) only the report's own files are removed; an evaluation always resumes.
+        try:
+            held.append(_core.claim_report_folder(str(out), "replace" if ours and (force or changed) else "resume",
+                                                  "pass --force to start it over"))
+        except ValueError as x:
+            raise EvalError(str(x)) from None
 
     ranks.on_rank0(prepare)
     try:
         return _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch)
     finally:
-        if ranks.rank == 0:
-            lock.__exit__(None, None, None)
+        for claim in held:
+            claim.__exit__(None, None, None)
 
 
 def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
@@ -595,9 +511,9 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
         "gguf_file": f"{facts['gguf'].name} (sha256 {_models.sha256_file(facts['gguf'])})",
         "text_source": facts["text_source"], "text_tokens": int(len(facts["ids"])),
         "layers": int(cfg.num_hidden_layers), "layer_kinds": layer_kinds(cfg),
-        "git_commit": _git_commit(), "versions": _versions(), "threads": e["threads"],
+        "git_commit": _core.git_commit(str(_source_dir())), "versions": _versions(), "threads": e["threads"],
         "command_line": command_line or "qattn.model_eval.run(...)",
-        "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_at": _core.now_utc(),
     }
 
     def write_config():
@@ -618,15 +534,14 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
             items.append((c, w, ids, udir, [(n, r) for n, r in configs if not (udir / f"{_slug(n)}.npz").exists()]))
     ranks.agree(None)
     # A window's cost: its pending passes plus the float64 reference pass it needs first.
-    owners = _shares([_Progress.weight(c) * (len(p) + 1) if p else 0.0 for c, _, _, _, p in items], ranks.size)
+    owners = _core.cost_shares([_weight(c) * (len(p) + 1) if p else 0.0 for c, _, _, _, p in items], ranks.size)
     mine = [it for it, o in zip(items, owners) if o == ranks.rank]
-    progress = _Progress([_Progress.weight(c) for c, _, _, _, _ in mine for _ in range(len(configs))], quiet or ranks.rank != 0)
+    # Progress over the passes this rank runs (those already in the report are not counted).
+    progress = _core.Progress(sum(_weight(c) * len(p) for c, _, _, _, p in mine), sum(len(p) for *_, p in mine),
+                              quiet or ranks.rank != 0)
     err = None
     try:
         for c, w, ids, udir, pending in mine:
-            for name, _ in configs:
-                if all(name != n for n, _ in pending):
-                    progress.step(name, 0, _Progress.weight(c), skipped=True)
             if not pending:
                 continue
             if model is None:
@@ -654,7 +569,7 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
                     info["failed"] = str(x)
                 info["forward_seconds"] = time.perf_counter() - t0
                 infos[name] = info
-                progress.step(f"context {c}, window {w}, {name}", info["forward_seconds"], _Progress.weight(c))
+                progress.step(f"context {c}, window {w}, {name}: {info['forward_seconds']:.1f} s", _weight(c))
             t0 = time.perf_counter()
             metrics = compare_positions(model, h_ref, hidden, ids)
             share = (time.perf_counter() - t0) / max(1, len(hidden))  # the shared pass, split evenly

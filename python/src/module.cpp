@@ -11,11 +11,13 @@
 
 #include "harness/experiment/backend.hpp"
 #include "harness/experiment/bounds.hpp"
+#include "harness/experiment/progress.hpp"
 #include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/score.hpp"
 #include "harness/experiment/unit_score.hpp"
 #include "harness/io/dataset_file.hpp"
+#include "harness/parallel/ranks.hpp"
 #include "harness/io/outputs_file.hpp"
 #include "harness/io/recipe_io.hpp"
 #include "harness/io/rows_text.hpp"
@@ -247,7 +249,7 @@ NB_MODULE(_core, m) {
     std::vector<std::string> names;
     for (FormatId id : all_formats()) names.push_back(name_of(id));
     return names;
-  }, "The format names the lab knows: fp32 bf16 fp16 e4m3 e5m2 e4m3fnuz e5m2fnuz e2m1 e8m0 int8 int4.");
+  }, "The format names the lab knows, in the order of the library's format ids.");
   m.def("format_info", [](const std::string& name) {
     const Format f = format_of(parse_format(name));
     nb::dict d;
@@ -661,6 +663,19 @@ NB_MODULE(_core, m) {
   }, "path"_a, "existing"_a, "flags"_a, nb::rv_policy::take_ownership,
         "Make PATH this process's report folder (as `qattn run` and `qattn score` do): lock it, refuse or accept an existing one, "
         "with 'replace' remove the report's own files (never outputs/). Use as a context manager.");
+  // The report folder's habits for Python writers of reports (qattn.model_eval): one implementation.
+  m.def("write_atomic", [](const std::string& path, const nb::bytes& data) {
+    const std::string text(data.c_str(), data.size());
+    nb::gil_scoped_release release;
+    report::write_atomic(path, text);
+  }, "path"_a, "data"_a, "Write a whole file through a temporary and a rename (never through a planted link), made durable.");
+  m.def("git_commit", &report::git_commit, "folder"_a = ".", "The commit of the git checkout holding folder ('unknown' outside one).");
+  m.def("now_utc", &report::now_utc, "The time as reports record it (UTC, ISO 8601).");
+  m.def("cost_shares", [](const std::vector<double>& costs, int size) { return ranks::cost_shares(costs, size); }, "costs"_a, "size"_a,
+        "Each work item's rank when `size` ranks share items of these costs: contiguous runs of about equal cost (as `qattn run` shares units).");
+  nb::class_<Progress>(m, "Progress", "Units done and an ETA on stderr, as `qattn run` shows them (a line per unit off a terminal).")
+      .def(nb::init<double, std::size_t, bool>(), "total_cost"_a, "units"_a, "quiet"_a = false)
+      .def("step", &Progress::step, "what"_a, "cost"_a, "One unit done: its description and its share of total_cost.");
   m.def("check", [](const std::string& bounds, bool update) {
     nb::gil_scoped_release release;
     return check_bounds(bounds, update);

@@ -207,7 +207,7 @@ def test_force_under_another_writer_changes_nothing(tmp_path):
     exp = {"name": "t", "model": "smollm2", "contexts": [128], "recipes": {"fp32": FP32}, "output": str(out)}
     with open(out / ".lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(ValueError, match="another qattn command is writing this folder; nothing in it was changed"):
+        with pytest.raises(ValueError, match="another qattn command is writing this report folder; nothing in it was changed"):
             me.run(exp, quiet=True, force=True, path="t.json")
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"} == {k: v for k, v in before.items()}
 

