@@ -23,11 +23,11 @@
 #if defined(QATTN_WITH_CUDA)
 #include <cuda_runtime.h>
 
-#include "kernels/gpu/flash_decode.hpp"
-#include "kernels/gpu/flash_decode_fast.hpp"
-#include "kernels/gpu/flash_dot4.hpp"  // device_name()
-#include "kernels/gpu/flash_mma.hpp"
-#include "kernels/gpu/flash_wgmma.hpp"
+#include "kernels/gpu/decode/flash_decode.hpp"
+#include "kernels/gpu/decode/flash_decode_fast.hpp"
+#include "kernels/gpu/dot4/flash_dot4.hpp"  // device_name()
+#include "kernels/gpu/mma/flash_mma.hpp"
+#include "kernels/gpu/wgmma/flash_wgmma.hpp"
 #endif
 
 namespace qattn::cli {

@@ -5,7 +5,7 @@
 #include "kernels/emulate/emulator.hpp"
 
 #if defined(QATTN_WITH_GPU)
-#include "kernels/gpu/device.hpp"
+#include "kernels/gpu/common/device.hpp"
 #include "kernels/gpu/dispatch.hpp"
 #endif
 

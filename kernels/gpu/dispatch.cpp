@@ -1,6 +1,7 @@
 #include "kernels/gpu/dispatch.hpp"
 
 #include <cmath>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -10,9 +11,9 @@
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
-#include "kernels/gpu/flash_dot4.hpp"
-#include "kernels/gpu/prepare.hpp"
-#include "kernels/gpu/query_rows.hpp"  // the row families' shape limits
+#include "kernels/gpu/dot4/flash_dot4.hpp"
+#include "kernels/gpu/prepare/prepare.hpp"
+#include "kernels/gpu/common/query_rows.hpp"  // the row families' shape limits
 
 namespace qattn::gpu {
 
@@ -358,6 +359,65 @@ IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r) {
   return in;
 }
 
+namespace {
+
+// Runs a covered recipe on one family: fills `out` ([Hq, rows, d]) and returns the kernel that ran.
+using FamilyRun = const char* (*)(const Problem& p, const Recipe& r, std::vector<float>& out);
+
+// One kernel family as dispatch sees it. not_covered() and run() both walk kFamilies, in its order.
+struct Family {
+  const char* name;                                           // in not_covered()'s message
+  std::string (*not_covered)(const Problem&, const Recipe&);  // "" when the family takes the recipe
+  FamilyRun run;                                              // null: not built here (not_covered says so)
+};
+
+#if defined(QATTN_WITH_CUDA)
+const char* run_mma(const Problem& p, const Recipe& r, std::vector<float>& out) {
+  out = needs_preparation(r) ? flash_mma_prepared(p, r) : flash_mma(make_mma_inputs(p, r));
+  return kMmaKernelName;
+}
+
+const char* run_wgmma(const Problem& p, const Recipe& r, std::vector<float>& out) {
+  out = flash_wgmma(make_mma_inputs(p, r), wgmma_pv_acc(r));
+  return kWgmmaKernelName;
+}
+#endif
+
+const char* run_decode(const Problem& p, const Recipe& r, std::vector<float>& out) {
+  out = flash_decode(make_decode_inputs(p, r));  // one row per head: [Hq][1][d]
+  return kDecodeKernelName;
+}
+
+const char* run_integer(const Problem& p, const Recipe& r, std::vector<float>& out) {
+  out = flash_integer(make_integer_inputs(p, r));
+  return kIntegerKernelName;
+}
+
+const char* run_dot4(const Problem& p, const Recipe& r, std::vector<float>& out) {
+  const Dot4Inputs in = make_inputs(p, r);
+  out = needs_preparation(r) ? flash_dot4_prepared(p, r, in) : flash_dot4(in);
+  return in.qk == Dot4Qk::integer ? kDot4KernelName : kDot4FloatKernelName;
+}
+
+// The families, first choice first. The NVIDIA-only ones (mma, wgmma) are rows in every build, so
+// that not_covered() names them, but run only in the CUDA build. run() takes the first row whose
+// not_covered is empty; the last row (dot4) is its fallback and is run without asking (callers ask
+// not_covered() first). The fast decode path is for speed and is not dispatched.
+#if defined(QATTN_WITH_CUDA)
+constexpr FamilyRun kRunMma = run_mma, kRunWgmma = run_wgmma;
+#else
+constexpr FamilyRun kRunMma = nullptr, kRunWgmma = nullptr;
+#endif
+constexpr Family kFamilies[] = {
+    {kMmaKernelName, mma_not_covered, kRunMma},
+    {kWgmmaKernelName, wgmma_not_covered, kRunWgmma},
+    {kDecodeKernelName, decode_not_covered, run_decode},
+    {kIntegerKernelName, integer_not_covered, run_integer},
+    {kDot4KernelName, dot4_not_covered, run_dot4},
+};
+
+}  // namespace
+
 std::string not_covered(const Problem& p, const Recipe& r) {
   // Host-side numerics no family implements yet: refused for every family.
   if (r.out != FormatId::fp32) return "every GPU family stores fp32 outputs; out=" + std::string(name_of(r.out)) + " is emulator-only";
@@ -368,18 +428,15 @@ std::string not_covered(const Problem& p, const Recipe& r) {
   if (r.k_smoothing_format != FormatId::fp32 || r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) {
     return "ksmooth.format, qprescale, qkscale and pad (SageAttention 1's choices) are emulator-only";
   }
-  const std::string mma = mma_not_covered(p, r);
-  if (mma.empty()) return "";
-  const std::string wgmma = wgmma_not_covered(p, r);
-  if (wgmma.empty()) return "";
-  const std::string decode = decode_not_covered(p, r);
-  if (decode.empty()) return "";
-  const std::string integer = integer_not_covered(p, r);
-  if (integer.empty()) return "";
-  const std::string dot4 = dot4_not_covered(p, r);
-  if (dot4.empty()) return "";
-  return std::string(kMmaKernelName) + ": " + mma + "; " + kWgmmaKernelName + ": " + wgmma + "; " + kDecodeKernelName + ": " + decode + "; " + kIntegerKernelName + ": " + integer +
-         "; " + kDot4KernelName + ": " + dot4;
+  // Every family's reason, in the table's order, unless one takes the recipe.
+  std::string why;
+  for (const Family& f : kFamilies) {
+    const std::string reason = f.not_covered(p, r);
+    if (reason.empty()) return "";
+    if (!why.empty()) why += "; ";
+    why += std::string(f.name) + ": " + reason;
+  }
+  return why;
 }
 
 MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
@@ -435,31 +492,15 @@ GpuResult run(const Problem& p, const Recipe& r) {
   GpuResult res;
   const int rows = static_cast<int>(p.rows.resolve(p.q.tokens).size());
   res.out = TensorF(p.q.heads, rows, p.q.dim);
-#if defined(QATTN_WITH_CUDA)
-  if (mma_not_covered(p, r).empty()) {
-    res.out.data = needs_preparation(r) ? flash_mma_prepared(p, r) : flash_mma(make_mma_inputs(p, r));
-    res.kernel = kMmaKernelName;
-    return res;
+  const std::size_t last = std::size(kFamilies) - 1;
+  for (std::size_t i = 0; i <= last; ++i) {
+    const Family& f = kFamilies[i];
+    if (f.run == nullptr) continue;  // not built here
+    if (i == last || f.not_covered(p, r).empty()) {
+      res.kernel = f.run(p, r, res.out.data);
+      break;
+    }
   }
-  if (wgmma_not_covered(p, r).empty()) {
-    res.out.data = flash_wgmma(make_mma_inputs(p, r), wgmma_pv_acc(r));
-    res.kernel = kWgmmaKernelName;
-    return res;
-  }
-#endif
-  if (decode_not_covered(p, r).empty()) {
-    res.out.data = flash_decode(make_decode_inputs(p, r));  // one row per head: [Hq][1][d]
-    res.kernel = kDecodeKernelName;
-    return res;
-  }
-  if (integer_not_covered(p, r).empty()) {
-    res.out.data = flash_integer(make_integer_inputs(p, r));
-    res.kernel = kIntegerKernelName;
-    return res;
-  }
-  const Dot4Inputs in = make_inputs(p, r);
-  res.out.data = needs_preparation(r) ? flash_dot4_prepared(p, r, in) : flash_dot4(in);
-  res.kernel = in.qk == Dot4Qk::integer ? kDot4KernelName : kDot4FloatKernelName;
   return res;
 }
 

@@ -4,11 +4,11 @@
 #include <string>
 
 #include "kernels/formats/tensor.hpp"
-#include "kernels/gpu/flash_decode.hpp"
-#include "kernels/gpu/flash_dot4.hpp"
-#include "kernels/gpu/flash_integer.hpp"
-#include "kernels/gpu/flash_mma.hpp"
-#include "kernels/gpu/flash_wgmma.hpp"
+#include "kernels/gpu/decode/flash_decode.hpp"
+#include "kernels/gpu/dot4/flash_dot4.hpp"
+#include "kernels/gpu/integer/flash_integer.hpp"
+#include "kernels/gpu/mma/flash_mma.hpp"
+#include "kernels/gpu/wgmma/flash_wgmma.hpp"
 #include "kernels/problem/problem.hpp"
 #include "kernels/recipe/recipe.hpp"
 
@@ -45,7 +45,8 @@ struct GpuResult {
   TensorF out;         // [Hq, rows, d]
   std::string kernel;  // the family that ran
 };
-// Runs a covered recipe on the first family that covers it: mma, wgmma, decode, integer, then dot4.
+// Runs a covered recipe on the first family that covers it (dispatch.cpp's table of families, the order
+// not_covered() asks them in): mma, wgmma, decode, integer, then dot4.
 GpuResult run(const Problem& p, const Recipe& r);
 
 }  // namespace qattn::gpu

@@ -52,7 +52,7 @@ QATTN_HD inline double round_to_fp16_value(double x) {
 // term(i) is the i-th exact product (fp8 x fp8, fp16 x fp16, fp32 x fp32 and int8-valued products
 // fit a double exactly); expo(i) its exponent from its factors (ilogb x + ilogb y + 1, 0 for a zero
 // product), read by fused models only. One implementation for the emulator and the GPU's generic
-// family (kernels/gpu/flash_dot4.cu), which computes the products on the fly.
+// family (kernels/gpu/dot4/flash_dot4.cu), which computes the products on the fly.
 // (nvcc: the host instantiation, with host lambdas, must not warn about its device twin.)
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable

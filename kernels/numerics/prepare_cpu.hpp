@@ -1,6 +1,6 @@
 #pragma once
 // The emulator's preparation steps on the CPU, exposed so that the GPU preparation kernels
-// (kernels/gpu/prepare.hpp) can be checked against them bit for bit. emulate() runs them in this
+// (kernels/gpu/prepare/prepare.hpp) can be checked against them bit for bit. emulate() runs them in this
 // order: hadamard_rows on Q and K (rotation), smooth_k on K, smooth_q, smooth_v, then the quantizers.
 #include <vector>
 

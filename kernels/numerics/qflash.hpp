@@ -12,7 +12,7 @@
 //   out    = floor(O / l)                         int8-range output with the scale of V
 // The row max starts at -2^21 (Algorithm 1). q is an exact integer division; a GPU kernel uses a
 // multiply by a precomputed reciprocal that is exact over the range it sees. Host and device
-// (kernels/gpu/flash_integer.cu) share these functions.
+// (kernels/gpu/integer/flash_integer.cu) share these functions.
 #include <cstdint>
 #include <string>
 

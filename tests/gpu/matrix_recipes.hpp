@@ -2,7 +2,7 @@
 // The recipes the matrix families (flash_mma, flash_wgmma) run in their tests: QK^T in int8
 // (per-token scales, exact int32), fp16 or bf16 (rounded, accumulating as qk_float_acc); P and V in
 // e4m3 (P x 448, V per-channel scales), fp16 or bf16 (rounded), accumulating as pv_acc; 64-key tiles.
-#include "kernels/gpu/flash_mma.hpp"
+#include "kernels/gpu/mma/flash_mma.hpp"
 #include "kernels/recipe/recipe.hpp"
 
 namespace qattn::test {

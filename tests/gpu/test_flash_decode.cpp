@@ -12,9 +12,9 @@
 #include "harness/io/dataset_file.hpp"
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/formats/codec.hpp"
-#include "kernels/gpu/flash_decode.hpp"
-#include "kernels/gpu/flash_decode_fast.hpp"
-#include "kernels/gpu/flash_dot4.hpp"  // device_name()
+#include "kernels/gpu/decode/flash_decode.hpp"
+#include "kernels/gpu/decode/flash_decode_fast.hpp"
+#include "kernels/gpu/dot4/flash_dot4.hpp"  // device_name()
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
 #include "tests/catch.hpp"

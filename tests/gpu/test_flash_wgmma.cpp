@@ -11,7 +11,7 @@
 #include "harness/io/recipe_io.hpp"
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/gpu/dispatch.hpp"
-#include "kernels/gpu/flash_wgmma.hpp"
+#include "kernels/gpu/wgmma/flash_wgmma.hpp"
 #include "kernels/numerics/accumulator.hpp"
 #include "tests/catch.hpp"
 #include "tests/gpu/emulator_check.hpp"

@@ -45,8 +45,8 @@
 
 #include "kernels/numerics/accumulator.hpp"
 #include "kernels/formats/codec.hpp"
-#include "kernels/gpu/mma_probe.hpp"
-#include "kernels/gpu/wgmma_probe.hpp"
+#include "kernels/gpu/probes/mma_probe.hpp"
+#include "kernels/gpu/probes/wgmma_probe.hpp"
 #include "tests/catch.hpp"
 
 using namespace qattn;

@@ -1,4 +1,4 @@
-// The preparation kernels (kernels/gpu/prepare.hpp) against the CPU path (labelled gpu; run on the GPU
+// The preparation kernels (kernels/gpu/prepare/prepare.hpp) against the CPU path (labelled gpu; run on the GPU
 // machine): Q and K after the Hadamard rotation, K after its channel means, the block means, int8 Q/K
 // codes and per-token scales, e4m3 V codes in the flash_mma Vt layout and the V scales, every array
 // compared bit for bit. Random inputs are fresh each run (the seed is printed); the shipped real dump
@@ -15,8 +15,8 @@
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
 #include "kernels/gpu/dispatch.hpp"
-#include "kernels/gpu/flash_mma.hpp"
-#include "kernels/gpu/prepare.hpp"
+#include "kernels/gpu/mma/flash_mma.hpp"
+#include "kernels/gpu/prepare/prepare.hpp"
 #include "tests/catch.hpp"
 #include "tests/reference/test_helpers.hpp"
 

@@ -9,10 +9,10 @@
 #include "kernels/numerics/accumulator.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
-#include "kernels/gpu/flash_dot4.hpp"
-#include "kernels/gpu/platform.hpp"
-#include "kernels/gpu/query_rows.hpp"
-#include "kernels/gpu/prepare.hpp"
+#include "kernels/gpu/dot4/flash_dot4.hpp"
+#include "kernels/gpu/common/platform.hpp"
+#include "kernels/gpu/common/query_rows.hpp"
+#include "kernels/gpu/prepare/prepare.hpp"
 
 namespace qattn::gpu {
 

@@ -3,8 +3,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/gpu/mma_probe.hpp"
-#include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/probes/mma_probe.hpp"
+#include "kernels/gpu/common/platform.hpp"
 
 namespace qattn::gpu {
 

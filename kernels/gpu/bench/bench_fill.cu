@@ -1,6 +1,6 @@
 // NVIDIA only (e4m3 conversions): the benchmarks' random device data (bench_fill.hpp).
-#include "kernels/gpu/bench_fill.hpp"
-#include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/bench/bench_fill.hpp"
+#include "kernels/gpu/common/platform.hpp"
 
 namespace qattn::gpu {
 

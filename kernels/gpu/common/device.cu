@@ -1,6 +1,6 @@
-#include "kernels/gpu/device.hpp"
+#include "kernels/gpu/common/device.hpp"
 
-#include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/common/platform.hpp"
 
 namespace qattn::gpu {
 

@@ -39,12 +39,12 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/gpu/flash_wgmma.hpp"
-#include "kernels/gpu/mma_host.hpp"
-#include "kernels/gpu/platform.hpp"
-#include "kernels/gpu/fragment_rows.hpp"
-#include "kernels/gpu/tma.hpp"
-#include "kernels/gpu/wgmma.hpp"
+#include "kernels/gpu/wgmma/flash_wgmma.hpp"
+#include "kernels/gpu/mma/mma_host.hpp"
+#include "kernels/gpu/common/platform.hpp"
+#include "kernels/gpu/common/fragment_rows.hpp"
+#include "kernels/gpu/common/tma.hpp"
+#include "kernels/gpu/common/wgmma.hpp"
 
 namespace qattn::gpu {
 

@@ -20,9 +20,9 @@
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
-#include "kernels/gpu/decode_shared.hpp"
-#include "kernels/gpu/flash_decode.hpp"
-#include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/decode/decode_shared.hpp"
+#include "kernels/gpu/decode/flash_decode.hpp"
+#include "kernels/gpu/common/platform.hpp"
 
 namespace qattn::gpu {
 

@@ -12,7 +12,7 @@
 
 #include <cudaTypedefs.h>  // CUtensorMap and the driver's entry-point types (no libcuda link: the entry point is looked up)
 
-#include "kernels/gpu/wgmma.hpp"
+#include "kernels/gpu/common/wgmma.hpp"
 
 namespace qattn::gpu {
 

@@ -33,9 +33,9 @@
 #include <string>
 
 #include "kernels/formats/codec.hpp"
-#include "kernels/gpu/decode_shared.hpp"
-#include "kernels/gpu/flash_decode_fast.hpp"
-#include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/decode/decode_shared.hpp"
+#include "kernels/gpu/decode/flash_decode_fast.hpp"
+#include "kernels/gpu/common/platform.hpp"
 
 namespace qattn::gpu {
 

@@ -94,7 +94,7 @@ __device__ inline void wgmma_fence_operand(std::uint32_t& r) { asm volatile("" :
 // at row 16 warp + lane/4 + 8 (i/2), column 8 j + 2 (lane%4) + i%2. A in registers: each warp
 // holds its 16 rows as mma.sync does (8-bit k32: mma_probe.hpp's maps; 16-bit k16: word r is row
 // lane/4 + 8 (r%2), k 2 (lane%4) + 8 (r/2) and the next). s8: no saturation (wraps).
-#include "kernels/gpu/wgmma_shapes.inc"
+#include "kernels/gpu/common/wgmma_shapes.inc"
 
 #endif  // __CUDACC__
 

@@ -13,7 +13,7 @@
 // memory. Anything else throws std::invalid_argument naming the field.
 #include <vector>
 
-#include "kernels/gpu/flash_decode.hpp"
+#include "kernels/gpu/decode/flash_decode.hpp"
 
 namespace qattn::gpu {
 

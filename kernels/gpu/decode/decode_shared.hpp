@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "kernels/formats/codec.hpp"
-#include "kernels/gpu/flash_decode.hpp"
-#include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/decode/flash_decode.hpp"
+#include "kernels/gpu/common/platform.hpp"
 
 namespace qattn::gpu::decode_detail {
 

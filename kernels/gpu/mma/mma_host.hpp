@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/gpu/flash_mma.hpp"
-#include "kernels/gpu/platform.hpp"  // DeviceBuffers: this header is for .cu files
+#include "kernels/gpu/mma/flash_mma.hpp"
+#include "kernels/gpu/common/platform.hpp"  // DeviceBuffers: this header is for .cu files
 
 namespace qattn::gpu {
 

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "kernels/formats/codec.hpp"
-#include "kernels/gpu/bench_fill.hpp"
-#include "kernels/gpu/mma_host.hpp"
-#include "kernels/gpu/platform.hpp"
+#include "kernels/gpu/bench/bench_fill.hpp"
+#include "kernels/gpu/mma/mma_host.hpp"
+#include "kernels/gpu/common/platform.hpp"
 
 namespace qattn::gpu {
 

@@ -18,11 +18,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/gpu/flash_mma.hpp"
-#include "kernels/gpu/mma_host.hpp"
-#include "kernels/gpu/platform.hpp"
-#include "kernels/gpu/fragment_rows.hpp"
-#include "kernels/gpu/prepare.hpp"
+#include "kernels/gpu/mma/flash_mma.hpp"
+#include "kernels/gpu/mma/mma_host.hpp"
+#include "kernels/gpu/common/platform.hpp"
+#include "kernels/gpu/common/fragment_rows.hpp"
+#include "kernels/gpu/prepare/prepare.hpp"
 
 namespace qattn::gpu {
 

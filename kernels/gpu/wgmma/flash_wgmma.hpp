@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/gpu/flash_mma.hpp"
+#include "kernels/gpu/mma/flash_mma.hpp"
 
 namespace qattn::gpu {
 

@@ -4,8 +4,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/gpu/platform.hpp"
-#include "kernels/gpu/tma.hpp"
+#include "kernels/gpu/common/platform.hpp"
+#include "kernels/gpu/common/tma.hpp"
 
 namespace qattn::gpu {
 

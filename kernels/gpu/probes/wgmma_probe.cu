@@ -5,10 +5,10 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/gpu/mma_probe.hpp"  // mma.sync's A fragment maps: a warp's 16 rows of a register A
-#include "kernels/gpu/platform.hpp"
-#include "kernels/gpu/wgmma.hpp"
-#include "kernels/gpu/wgmma_probe.hpp"
+#include "kernels/gpu/probes/mma_probe.hpp"  // mma.sync's A fragment maps: a warp's 16 rows of a register A
+#include "kernels/gpu/common/platform.hpp"
+#include "kernels/gpu/common/wgmma.hpp"
+#include "kernels/gpu/probes/wgmma_probe.hpp"
 
 namespace qattn::gpu {
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "kernels/numerics/qflash.hpp"
-#include "kernels/gpu/flash_integer.hpp"
-#include "kernels/gpu/platform.hpp"
-#include "kernels/gpu/query_rows.hpp"
+#include "kernels/gpu/integer/flash_integer.hpp"
+#include "kernels/gpu/common/platform.hpp"
+#include "kernels/gpu/common/query_rows.hpp"
 
 namespace qattn::gpu {
 
