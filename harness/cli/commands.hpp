@@ -19,6 +19,7 @@ Action add_run_command(CLI::App& app);
 Action add_check_command(CLI::App& app);
 Action add_plot_command(CLI::App& app);
 Action add_score_command(CLI::App& app);
+Action add_fit_command(CLI::App& app);
 Action add_presets_command(CLI::App& app);
 
 

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   add(qattn::cli::add_eval_command);
   add(qattn::cli::add_run_command);
   add(qattn::cli::add_score_command);
+  add(qattn::cli::add_fit_command);
   add(qattn::cli::add_presets_command);
   add(qattn::cli::add_check_command);
   add(qattn::cli::add_plot_command);

@@ -24,7 +24,8 @@ using nlohmann::json;
 namespace {
 
 // Every file a run or a score writes into its folder, and nothing else.
-constexpr const char* kReportFiles[] = {"results.jsonl", "results.csv", "stats.jsonl", "not_covered.jsonl", "failed.jsonl", "summary.md", "config.json"};
+constexpr const char* kReportFiles[] = {"results.jsonl", "results.csv", "stats.jsonl", "not_covered.jsonl", "failed.jsonl", "summary.md", "config.json",
+                                        "candidates.jsonl", "fit.json"};
 
 // The folders of a report's own making: a sharded run's shards, the end-to-end evaluation's units.
 constexpr const char* kReportFolders[] = {kShardsFolder, "units"};

@@ -44,17 +44,10 @@ struct Unit {
 
 }  // namespace
 
-void score_outputs(const ScoreOptions& opt) {
-  if (opt.outputs.empty()) throw std::invalid_argument("score: no outputs file given; expected one or more qattn-outputs/1 files");
-  if (opt.output.empty()) throw std::invalid_argument("score --output: empty; expected a report folder");
-  need_utf8_path("score: the dump", opt.dataset);
-  for (const std::string& f : opt.outputs) need_utf8_path("score: an outputs file", f);
-  need_utf8_path("score --output", opt.output);
-  const DatasetInfo info = open_dataset(opt.dataset);
-
+std::vector<OutputsFile> read_outputs_of_dump(const DatasetInfo& info, const std::string& dataset, const std::vector<std::string>& paths) {
   std::vector<OutputsFile> files;
-  files.reserve(opt.outputs.size());
-  for (const std::string& f : opt.outputs) {
+  files.reserve(paths.size());
+  for (const std::string& f : paths) {
     // Each layer's declared shape against the dump, before its outputs are read.
     const auto against_dump = [&](const std::string& layer, int heads, int, int dim, int context, int last_row) {
       const LayerInfo* dl = nullptr;
@@ -63,7 +56,7 @@ void score_outputs(const ScoreOptions& opt) {
       } catch (const DatasetError&) {
         std::string known;
         for (const LayerInfo& x : info.layers) known += (known.empty() ? "" : ", ") + x.name;
-        throw DatasetError(f + ": /layers/" + layer + ": the dump " + opt.dataset + " has no such layer; expected one of " + known);
+        throw DatasetError(f + ": /layers/" + layer + ": the dump " + dataset + " has no such layer; expected one of " + known);
       }
       const std::string where = f + ": /layers/" + layer + "/o";
       if (heads != dl->q_heads) {
@@ -79,6 +72,19 @@ void score_outputs(const ScoreOptions& opt) {
     };
     files.push_back(read_outputs(f, against_dump));
   }
+
+  return files;
+}
+
+void score_outputs(const ScoreOptions& opt) {
+  if (opt.outputs.empty()) throw std::invalid_argument("score: no outputs file given; expected one or more qattn-outputs/1 files");
+  if (opt.output.empty()) throw std::invalid_argument("score --output: empty; expected a report folder");
+  need_utf8_path("score: the dump", opt.dataset);
+  for (const std::string& f : opt.outputs) need_utf8_path("score: an outputs file", f);
+  need_utf8_path("score --output", opt.output);
+  const DatasetInfo info = open_dataset(opt.dataset);
+
+  const std::vector<OutputsFile> files = read_outputs_of_dump(info, opt.dataset, opt.outputs);
 
   std::vector<Unit> units;
   std::set<std::string> seen;

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/io/dataset_file.hpp"
+#include "harness/io/outputs_file.hpp"
+
 namespace qattn {
 
 struct ScoreOptions {
@@ -24,6 +27,11 @@ struct ScoreOptions {
   // Called between units (may throw to stop: the Python bindings raise KeyboardInterrupt there).
   std::function<void()> between_units;
 };
+
+// Reads outputs files made on `dataset` (opened as info), each layer's declared shape checked against
+// the dump before its outputs are read (layer, heads, head dim, context, rows); throws DatasetError
+// naming the file and the layer. Shared by score and fit.
+std::vector<OutputsFile> read_outputs_of_dump(const DatasetInfo& info, const std::string& dataset, const std::vector<std::string>& paths);
 
 // Everything is checked (files, layers, heads, shapes, rows, contexts, recipes) before any work.
 // Throws std::invalid_argument or DatasetError with one message naming the file and field.

@@ -55,10 +55,12 @@ from ._core import (  # noqa: F401
     round_to,
     row_divergence,
     sample_rows,
+    fit_files,
     score_files,
     write_dump,
     write_outputs,
 )
+from ._fit import fit  # noqa: F401
 from ._score import score  # noqa: F401
 
 __version__ = _core.__version__
@@ -71,7 +73,7 @@ if _os.path.isdir(_figures):
 
 __all__ = [
     "DatasetError", "QuantizedTensor", "Recipe", "channel_outliers", "check", "compare", "decode", "dequantize", "emulate",
-    "encode", "format_info", "formats", "gpu_available", "gpu_not_covered", "gpu_run", "load_layer", "mass_flushed",
+    "encode", "fit", "fit_files", "format_info", "formats", "gpu_available", "gpu_not_covered", "gpu_run", "load_layer", "mass_flushed",
     "mass_per_decade", "max_threads", "open_dump", "p_flush_threshold", "presets", "quantize", "read_outputs", "reference", "round_to",
     "row_divergence", "sample_rows", "score", "score_files", "write_dump", "write_outputs",
 ]

@@ -11,6 +11,7 @@
 
 #include "harness/experiment/backend.hpp"
 #include "harness/experiment/bounds.hpp"
+#include "harness/experiment/fit.hpp"
 #include "harness/experiment/progress.hpp"
 #include "harness/experiment/report_folder.hpp"
 #include "harness/experiment/report_io.hpp"
@@ -154,6 +155,13 @@ Recipe recipe_arg(const nb::handle& r) {
   if (nb::isinstance<Recipe>(r)) return nb::cast<Recipe>(r);
   if (nb::isinstance<nb::str>(r)) return recipe_from_string(nb::cast<std::string>(r));
   throw std::invalid_argument("recipe: expected a qattn.Recipe or a one-line recipe string");
+}
+
+// Ctrl-C during a long C++ call (between its units), not only when it ends: the GIL is taken
+// back for the check, and a pending KeyboardInterrupt is raised from there.
+void interrupt_check() {
+  nb::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw nb::python_error();
 }
 
 nb::dict metrics_dict(const ErrorMetrics& m) {
@@ -642,11 +650,7 @@ NB_MODULE(_core, m) {
     o.quiet = quiet;
     o.progress = progress;
     o.command_line = "qattn.score_files(" + dump + ", ... -> " + output + ")";
-    // Ctrl-C between units, not only when scoring ends: the GIL is taken back for the check.
-    o.between_units = [] {
-      nb::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) throw nb::python_error();
-    };
+    o.between_units = interrupt_check;
     nb::gil_scoped_release release;
     score_outputs(o);
   }, "dump"_a, "outputs"_a, "output"_a, "recipe"_a = "", "force"_a = false, "quiet"_a = true, "progress"_a = false,
@@ -663,6 +667,55 @@ NB_MODULE(_core, m) {
   }, "path"_a, "existing"_a, "flags"_a, nb::rv_policy::take_ownership,
         "Make PATH this process's report folder (as `qattn run` and `qattn score` do): lock it, refuse or accept an existing one, "
         "with 'replace' remove the report's own files (never outputs/). Use as a context manager.");
+  m.def("fit_files", [](const std::string& dump, std::vector<std::string> outputs, const std::string& output, const std::string& start, int rows,
+                        std::uint64_t seed, double budget, double min_gain, int top, int beam, bool force, bool resume, bool quiet) {
+    FitOptions o;
+    o.dataset = dump;
+    o.outputs = std::move(outputs);
+    o.output = output;
+    o.start = start;
+    o.rows = rows;
+    o.seed = seed;
+    o.budget_s = budget;
+    o.min_gain_db = min_gain;
+    o.top = top;
+    o.beam = beam;
+    o.force = force;
+    o.resume = resume;
+    o.quiet = quiet;
+    o.command_line = "qattn.fit(" + dump + ", ... -> " + output + ")";
+    o.between_evaluations = interrupt_check;
+    FitResult r;
+    {
+      nb::gil_scoped_release release;
+      r = fit_recipe(o);
+    }
+    const auto steps = [](const std::vector<FitStep>& v) {
+      nb::list l;
+      for (const FitStep& s : v) {
+        nb::dict d;
+        d["knob"] = s.knob;
+        d["line"] = s.line;
+        d["kernel_vs_recipe_db"] = s.kernel_vs_recipe_db;
+        d["recipe_vs_float64_db"] = s.recipe_vs_float64_db;
+        l.append(d);
+      }
+      return l;
+    };
+    nb::dict d;
+    d["best"] = r.path.back().line;
+    d["meets_rule"] = r.meets_rule;
+    d["path"] = steps(r.path);
+    d["ranked"] = steps(r.ranked);
+    d["evaluated"] = r.evaluated;
+    d["budget_spent"] = r.budget_spent;
+    d["seconds"] = r.seconds;
+    return d;
+  }, "dump"_a, "outputs"_a, "output"_a, "start"_a = "", "rows"_a = 32, "seed"_a = 1, "budget"_a = 600.0, "min_gain"_a = 0.05, "top"_a = 10,
+        "beam"_a = 3, "force"_a = false, "resume"_a = false, "quiet"_a = true,
+        "What `qattn fit` does: the recipe nearest a kernel's outputs files on a dump, by a greedy search over single-knob moves. Returns "
+        "{'best', 'meets_rule', 'path' (the knobs that moved the distance), 'ranked', 'evaluated', 'budget_spent', 'seconds'}; an SQNR "
+        "of float('inf') means bit-equal.");
   // The report folder's habits for Python writers of reports (qattn.model_eval): one implementation.
   m.def("write_atomic", [](const std::string& path, const nb::bytes& data) {
     const std::string text(data.c_str(), data.size());

@@ -1,0 +1,343 @@
+#include "harness/experiment/fit.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+#include "harness/experiment/fit_moves.hpp"
+#include "harness/experiment/progress.hpp"
+#include "harness/experiment/report_folder.hpp"
+#include "harness/experiment/report_io.hpp"
+#include "harness/experiment/score.hpp"
+#include "harness/experiment/unit_score.hpp"
+#include "harness/io/dataset_file.hpp"
+#include "harness/io/recipe_io.hpp"
+#include "kernels/emulate/emulator.hpp"
+#include "kernels/formats/numeric_failure.hpp"
+#include "reference/attention.hpp"
+#include "reference/metrics.hpp"
+
+namespace qattn {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace report;
+
+namespace {
+
+// One (outputs file, layer): its problem on the sampled rows, and the kernel's outputs there.
+struct FitUnit {
+  std::string file, layer;
+  int context = 0;
+  LayerSlice slice;
+  std::vector<double> kernel;  // [Hq, rows, d]
+};
+
+struct Evaluation {
+  double kernel_vs_recipe_db = -INFINITY, recipe_vs_float64_db = -INFINITY;
+  std::string failed;  // why the recipe has no output to compare here
+};
+
+double rule_margin(const Evaluation& e) { return e.kernel_vs_recipe_db - e.recipe_vs_float64_db; }
+
+// A recipe the kernel implements has the kernel's error: if the kernel is the recipe plus its own
+// error 30 dB below the recipe's, recipe vs float64 equals kernel vs float64 to a fraction of a dB.
+// A move toward float64 (an unquantized operand) makes a recipe tens of dB more accurate than the
+// kernel, and brings it as near the kernel as the kernel is to float64: a trap for a search by
+// distance alone. The search therefore steers by the distance less each dB the recipe is more
+// accurate than the kernel beyond this slack; a recipe on the kernel's track is at most a few dB
+// more accurate on the way (K's mean removed before its scales are right, say: about 7 dB for
+// SageAttention 1 from a per-token start).
+constexpr double kAccuracySlackDb = 8;
+
+void check_options(const FitOptions& o) {
+  if (o.outputs.empty()) throw std::invalid_argument("fit: no outputs file given; expected one or more qattn-outputs/1 files");
+  if (o.output.empty()) throw std::invalid_argument("fit --output: empty; expected a report folder");
+  if (o.rows < 0) throw std::invalid_argument("fit --rows: " + std::to_string(o.rows) + "; expected a row count >= 0 (0 = every row)");
+  if (!(o.budget_s > 0) || !std::isfinite(o.budget_s)) throw std::invalid_argument("fit --budget: expected a positive number of seconds");
+  if (!(o.min_gain_db >= 0) || !std::isfinite(o.min_gain_db)) throw std::invalid_argument("fit --min-gain: expected a finite number of dB >= 0");
+  if (o.top < 1) throw std::invalid_argument("fit --top: " + std::to_string(o.top) + "; expected at least 1");
+  if (o.beam < 1 || o.beam > 64) throw std::invalid_argument("fit --beam: " + std::to_string(o.beam) + "; expected 1..64 recipes a step");
+  if (o.resume && o.force) throw std::invalid_argument("fit: --resume and --force exclude each other (complete the report, or replace it)");
+  need_utf8_path("fit: the dump", o.dataset);
+  for (const std::string& f : o.outputs) need_utf8_path("fit: an outputs file", f);
+  need_utf8_path("fit --output", o.output);
+}
+
+std::string start_line(const FitOptions& o, const std::vector<OutputsFile>& files) {
+  if (!o.start.empty()) return o.start;
+  std::string line;
+  for (const OutputsFile& f : files) {
+    if (f.recipe.empty()) {
+      throw std::invalid_argument(f.path + ": attribute 'recipe': absent; give the recipe the search starts from (fit --from, e.g. "
+                                  "\"q=int8/token k=int8/token p=fp16 v=fp16\")");
+    }
+    if (!line.empty() && f.recipe != line) {
+      throw std::invalid_argument(f.path + ": attribute 'recipe' differs from another file's; give the starting recipe (fit --from)");
+    }
+    line = f.recipe;
+  }
+  return line;
+}
+
+
+}  // namespace
+
+FitResult fit_recipe(const FitOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  check_options(opt);
+  const DatasetInfo info = open_dataset(opt.dataset);
+  const std::vector<OutputsFile> files = read_outputs_of_dump(info, opt.dataset, opt.outputs);
+  const std::string first_line = start_line(opt, files);
+  Recipe start;
+  try {
+    start = recipe_from_string(first_line);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument((opt.start.empty() ? files.front().path + ": attribute 'recipe'" : std::string("fit --from")) + ": " + e.what());
+  }
+
+  // The units, each on its sampled rows: the float64 reference once, the kernel's outputs picked.
+  std::vector<FitUnit> units;
+  std::vector<double> ref_all, kernel_all;
+  for (const OutputsFile& f : files) {
+    for (const LayerOutputs& l : f.layers) {
+      FitUnit u;
+      u.file = f.path;
+      u.layer = l.layer;
+      u.context = l.context > 0 ? l.context : info.n_tokens;
+      SliceRequest req;
+      req.tokens = u.context;
+      u.slice = load_layer(info, l.layer, req);
+      const int have = static_cast<int>(l.rows.size());
+      std::vector<int> pick;  // positions in the file's rows
+      if (opt.rows > 0 && opt.rows < have) {
+        pick = RowSelection::sample_of(opt.rows, opt.seed).resolve(have);
+        std::sort(pick.begin(), pick.end());
+      } else {
+        for (int i = 0; i < have; ++i) pick.push_back(i);
+      }
+      std::vector<int> rows;
+      for (int i : pick) rows.push_back(l.rows[static_cast<std::size_t>(i)]);
+      u.slice.problem.rows = RowSelection::list_of(rows);
+      const int hq = l.o.heads, d = l.o.dim;
+      for (int h = 0; h < hq; ++h)
+        for (int i : pick)
+          for (int c = 0; c < d; ++c) u.kernel.push_back(l.o(h, i, c));
+      const ReferenceResult ref = reference_attention(u.slice.problem, {});
+      ref_all.insert(ref_all.end(), ref.out.data.begin(), ref.out.data.end());
+      kernel_all.insert(kernel_all.end(), u.kernel.begin(), u.kernel.end());
+      units.push_back(std::move(u));
+    }
+  }
+
+  const fs::path dir(opt.output);
+  const auto lock = claim_report_folder(dir, opt.force ? Existing::replace : opt.resume ? Existing::resume : Existing::refuse,
+                                        "pass --resume to complete it or --force to replace it");
+  json inputs = json::array();
+  for (const OutputsFile& f : files) inputs.push_back({{"file", f.path}, {"kernel", f.kernel}, {"fnv1a64", fmt::format("{:016x}", fnv1a_file(f.path))}});
+  const json config = {{"kind", "fit"}, {"dataset", opt.dataset}, {"dataset_fnv1a64", fmt::format("{:016x}", fnv1a_file(opt.dataset))},
+                       {"outputs", inputs}, {"rows", opt.rows}, {"seed", opt.seed}, {"start", to_string(start)},
+                       {"budget_s", opt.budget_s}, {"min_gain_db", opt.min_gain_db}, {"beam", opt.beam}, {"git_commit", git_commit()}, {"date", now_utc()},
+                       {"command_line", opt.command_line}};
+  // A resumed fit reuses the evaluations of the same units (dump, outputs, rows and seed).
+  std::map<std::string, Evaluation> cache;
+  if (opt.resume && fs::exists(dir / "config.json")) {
+    const json before = json::parse(std::ifstream(dir / "config.json"), nullptr, false);
+    for (const char* k : {"dataset_fnv1a64", "outputs", "rows", "seed"}) {
+      if (!before.is_object() || before.value("kind", "") != "fit" || before.value(k, json()) != config[k]) {
+        throw std::invalid_argument(dir.string() + ": a fit of other units (" + k + " changed) or another report; --resume would mix them: use --force or another output");
+      }
+    }
+    for (const json& c : read_log(dir / "candidates.jsonl")) {
+      Evaluation e;
+      e.kernel_vs_recipe_db = as_double(c.at("kernel_vs_recipe_db"));
+      e.recipe_vs_float64_db = as_double(c.at("recipe_vs_float64_db"));
+      e.failed = c.value("failed", "");
+      cache[c.at("line").get<std::string>()] = e;
+    }
+  }
+  write_atomic(dir / "config.json", config.dump(2) + "\n");
+
+  FitResult result;
+  // The recipe's emulation on every unit against the kernel (and float64), pooled over units and heads.
+  const auto evaluate = [&](const Recipe& r) -> Evaluation {
+    const std::string line = to_string(r);
+    if (const auto it = cache.find(line); it != cache.end()) return it->second;
+    if (opt.between_evaluations) opt.between_evaluations();
+    Evaluation e;
+    std::vector<double> emu_all;
+    emu_all.reserve(ref_all.size());
+    try {
+      for (const FitUnit& u : units) {
+        const EmulatorResult emu = emulate(u.slice.problem, r);
+        emu_all.insert(emu_all.end(), emu.out.data.begin(), emu.out.data.end());
+      }
+      e.recipe_vs_float64_db = compare(ref_all, emu_all).sqnr_db;
+      e.kernel_vs_recipe_db = compare(emu_all, kernel_all).sqnr_db;
+    } catch (const NumericFailure& f) {
+      e = Evaluation{};
+      e.failed = f.what();
+    }
+    ++result.evaluated;
+    cache[line] = e;
+    json row = {{"line", line}, {"kernel_vs_recipe_db", num(e.kernel_vs_recipe_db)}, {"recipe_vs_float64_db", num(e.recipe_vs_float64_db)}};
+    if (!e.failed.empty()) row["failed"] = e.failed;
+    append_durable(dir / "candidates.jsonl", row.dump() + "\n");
+    return e;
+  };
+
+  std::map<std::string, std::string> knob_of;  // canonical line -> the move that first reached it
+  // A beam search from one recipe: each step expands the `beam` nearest recipes of the last step
+  // by every single-knob move and keeps the `beam` nearest new ones; it stops when a step brings the
+  // best no nearer than min_gain_db (or the budget runs out). One recipe per step would be a greedy
+  // descent, which a move toward float64 can trap: an unquantized recipe is as near a kernel as the
+  // kernel is to float64, a local optimum the kernel's own recipe must climb out of.
+  const double kernel_vs_float64_db = compare(ref_all, kernel_all).sqnr_db;
+  const auto steer = [&](const Evaluation& e) {
+    return e.kernel_vs_recipe_db - std::max(0.0, e.recipe_vs_float64_db - kernel_vs_float64_db - kAccuracySlackDb);
+  };
+  struct State {
+    Recipe recipe;
+    Evaluation eval;
+    std::vector<FitStep> path;
+  };
+  const auto descend = [&](State from, std::vector<FitMove>* restarts) {
+    State best = from;
+    std::vector<State> beam = {std::move(from)};
+    std::set<std::string> expanded;
+    while (!std::isinf(best.eval.kernel_vs_recipe_db) && !result.budget_spent) {
+      std::vector<State> pool;
+      std::set<std::string> in_pool;
+      for (const State& st : beam) {
+        expanded.insert(to_string(st.recipe));
+        const std::vector<FitMove> moves = fit_moves(st.recipe);
+        Progress progress(static_cast<double>(moves.size()), moves.size(), opt.quiet, false);
+        for (const FitMove& m : moves) {
+          if (elapsed() > opt.budget_s) {
+            result.budget_spent = true;
+            break;
+          }
+          if (m.restart) {  // judged by a search of its own, after this one ends
+            if (restarts && &st == &beam.front()) restarts->push_back(m);
+            continue;
+          }
+          Recipe next;
+          try {
+            next = recipe_from_string(m.line);
+          } catch (const std::invalid_argument&) {  // a move the recipe language does not allow here
+            progress.step(m.knob + ": not a valid recipe", 1);
+            continue;
+          }
+          const std::string line = to_string(next);
+          const Evaluation x = evaluate(next);
+          knob_of.emplace(line, m.knob);
+          progress.step(fmt::format("{}: {} dB", m.knob, db_text(x.kernel_vs_recipe_db)), 1);
+          if (!x.failed.empty() || expanded.count(line) || !in_pool.insert(line).second) continue;
+          std::vector<FitStep> path = st.path;
+          path.push_back({m.knob, line, x.kernel_vs_recipe_db, x.recipe_vs_float64_db});
+          pool.push_back({next, x, std::move(path)});
+        }
+      }
+      std::stable_sort(pool.begin(), pool.end(), [&](const State& a, const State& b) { return steer(a.eval) > steer(b.eval); });
+      if (pool.empty() || !(steer(pool.front().eval) > steer(best.eval) + opt.min_gain_db)) break;
+      if (restarts) restarts->clear();  // the restarts of the new best's family are collected next step
+      best = pool.front();
+      if (pool.size() > static_cast<std::size_t>(opt.beam)) pool.resize(static_cast<std::size_t>(opt.beam));
+      beam = std::move(pool);
+      if (!opt.quiet) {
+        fmt::print(stderr, "fit: step {}: {} -> kernel vs recipe {} dB (recipe vs float64 {} dB; {} recipes in {:.0f} s)\n", best.path.size() - 1,
+                   best.path.back().knob, db_text(best.eval.kernel_vs_recipe_db), db_text(best.eval.recipe_vs_float64_db), result.evaluated, elapsed());
+      }
+    }
+    if (restarts && restarts->empty() && !result.budget_spent) {
+      for (const FitMove& m : fit_moves(best.recipe))
+        if (m.restart) restarts->push_back(m);
+    }
+    return best;
+  };
+
+  const Evaluation first = evaluate(start);
+  if (!first.failed.empty()) throw std::invalid_argument("fit: the starting recipe has no output to compare: " + first.failed);
+  knob_of[to_string(start)] = "start";
+  if (!opt.quiet) fmt::print(stderr, "fit: {} units, {} outputs; start: kernel vs recipe {} dB (recipe vs float64 {} dB)\n", units.size(),
+                             kernel_all.size(), db_text(first.kernel_vs_recipe_db), db_text(first.recipe_vs_float64_db));
+  std::vector<FitMove> restarts;
+  State found = descend({start, first, {{"start", to_string(start), first.kernel_vs_recipe_db, first.recipe_vs_float64_db}}}, &restarts);
+  // Where the search stops, a move into another family of recipes (another softmax) starts a
+  // search of its own from the best recipe; the nearer end is kept, with the move in its path.
+  for (const FitMove& m : restarts) {
+    if (result.budget_spent) break;
+    Recipe r;
+    try {
+      r = recipe_from_string(m.line);
+    } catch (const std::invalid_argument&) {
+      continue;
+    }
+    const Evaluation e = evaluate(r);
+    knob_of.emplace(to_string(r), m.knob);
+    if (!e.failed.empty()) continue;
+    std::vector<FitStep> path = found.path;
+    path.push_back({m.knob, to_string(r), e.kernel_vs_recipe_db, e.recipe_vs_float64_db});
+    if (!opt.quiet) fmt::print(stderr, "fit: trying {} ({} dB), then a search from there\n", m.knob, db_text(e.kernel_vs_recipe_db));
+    State end = descend({r, e, std::move(path)}, nullptr);
+    if (steer(end.eval) > steer(found.eval) + opt.min_gain_db) found = std::move(end);
+  }
+  result.path = found.path;
+  const Evaluation now = found.eval;
+  result.meets_rule = rule_margin(now) >= kFitRuleDb;
+  std::vector<std::pair<std::string, Evaluation>> all(cache.begin(), cache.end());
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second.kernel_vs_recipe_db > b.second.kernel_vs_recipe_db; });
+  for (const auto& [line, e] : all) {
+    if (static_cast<int>(result.ranked.size()) >= opt.top) break;
+    if (!e.failed.empty()) continue;
+    const auto k = knob_of.find(line);
+    result.ranked.push_back({k == knob_of.end() ? "(an earlier run)" : k->second, line, e.kernel_vs_recipe_db, e.recipe_vs_float64_db});
+  }
+  result.seconds = elapsed();
+
+  // The report: fit.json (the path, the ranking, the verdict) and summary.md.
+  const auto step_json = [](const FitStep& s) {
+    return json{{"knob", s.knob}, {"line", s.line}, {"kernel_vs_recipe_db", num(s.kernel_vs_recipe_db)}, {"recipe_vs_float64_db", num(s.recipe_vs_float64_db)}};
+  };
+  json out = {{"best", result.path.back().line}, {"meets_rule", result.meets_rule}, {"rule_db", kFitRuleDb}, {"evaluated", result.evaluated},
+              {"budget_spent", result.budget_spent}, {"seconds", result.seconds}, {"path", json::array()}, {"ranked", json::array()}};
+  for (const FitStep& s : result.path) out["path"].push_back(step_json(s));
+  for (const FitStep& s : result.ranked) out["ranked"].push_back(step_json(s));
+  write_atomic(dir / "fit.json", out.dump(2) + "\n");
+  const FitStep& b = result.path.back();
+  std::string md = "# Fit: " + md_text(dir.filename().string()) + "\n\nThe recipe nearest the kernel's outputs (" + std::to_string(units.size()) +
+                   " units of " + md_code(opt.dataset) + ", " + (opt.rows > 0 ? std::to_string(opt.rows) + " sampled rows each" : std::string("every row")) +
+                   "), found by a beam search (" + std::to_string(opt.beam) + " recipes a step) over single-knob moves from " + md_code(to_string(start)) + ".\n\n" +
+                   fmt::format("Best: kernel vs recipe {} dB, recipe vs float64 {} dB: the kernel is {} dB nearer the recipe than the recipe is to "
+                               "float64; the rule asks {:.0f}: **{}**.\n\n",
+                               db_text(b.kernel_vs_recipe_db), db_text(b.recipe_vs_float64_db), db_text(rule_margin({b.kernel_vs_recipe_db, b.recipe_vs_float64_db, ""})),
+                               kFitRuleDb, result.meets_rule ? "meets the rule" : "does not meet the rule") +
+                   "    " + b.line + "\n\nThe knobs that moved the distance, in the order taken:\n\n| step | knob | kernel vs recipe dB | gain dB | recipe vs float64 dB |\n|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < result.path.size(); ++i) {
+    const FitStep& s = result.path[i];
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", i, md_text(s.knob), db_text(s.kernel_vs_recipe_db),
+                      i == 0 ? std::string("-") : db_text(s.kernel_vs_recipe_db - result.path[i - 1].kernel_vs_recipe_db), db_text(s.recipe_vs_float64_db));
+  }
+  md += "\nThe nearest recipes evaluated:\n\n| rank | kernel vs recipe dB | recipe vs float64 dB | margin dB | reached by | recipe |\n|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+    const FitStep& s = result.ranked[i];
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", i + 1, db_text(s.kernel_vs_recipe_db), db_text(s.recipe_vs_float64_db),
+                      db_text(s.kernel_vs_recipe_db - s.recipe_vs_float64_db), md_text(s.knob), md_code(s.line));
+  }
+  md += fmt::format("\n{} recipes emulated in {:.0f} s{}.\n", result.evaluated, result.seconds,
+                    result.budget_spent ? " (the time budget ran out: the search stopped early; --resume continues it)" : "");
+  write_atomic(dir / "summary.md", md);
+  if (!opt.quiet) fmt::print("{}\nreport: {} (summary.md, fit.json, candidates.jsonl, config.json)\n", md, dir.string());
+  return result;
+}
+
+}  // namespace qattn

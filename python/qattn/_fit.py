@@ -1,0 +1,60 @@
+"""qattn.fit: the recipe a kernel implements, found from its outputs, as `qattn fit` finds it."""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional, Sequence, Union
+
+from . import _core
+from ._score import score
+
+
+def fit(
+    kernel: Union[str, Sequence[str], Callable[..., Any]],
+    dump: str,
+    *,
+    output: str,
+    start: Optional[str] = None,
+    rows: int = 32,
+    seed: int = 1,
+    budget: float = 600.0,
+    min_gain: float = 0.05,
+    top: int = 10,
+    beam: int = 3,
+    force: bool = False,
+    resume: bool = False,
+    quiet: bool = True,
+    **score_kwargs: Any,
+) -> dict:
+    """Find the recipe nearest a kernel's outputs on a dump, and whether it meets the lab's rule.
+
+    ``kernel`` is an outputs file (schema qattn-outputs/1) or a list of them, or an attention
+    function as :func:`qattn.score` takes one (``score_kwargs`` are score's: ``layers``,
+    ``contexts``, ``tensor``, ``device``, ``dtype``, ``layout``, ``kernel``); its outputs are
+    then written and scored into ``output/kernel/`` first. From ``start`` (default: the files'
+    ``recipe`` attribute, or the ``recipe`` given to score), a beam search over single-knob moves
+    keeps the move that brings the recipe's emulation nearest the kernel (kernel-vs-recipe SQNR
+    over ``rows`` sampled query rows per layer and context), until no move gains more than
+    ``min_gain`` dB or ``budget`` seconds are spent; each step expands the ``beam`` nearest recipes. The rule: the kernel at least 30 dB nearer the
+    recipe than the recipe is to float64. Writes ``output/`` (summary.md, fit.json,
+    candidates.jsonl, config.json); ``resume=True`` reuses an earlier fit's evaluations there.
+
+    Returns {'best': the recipe line, 'meets_rule', 'path': the start and each move taken (knob,
+    line, kernel_vs_recipe_db, recipe_vs_float64_db), 'ranked': the nearest recipes evaluated,
+    'evaluated', 'budget_spent', 'seconds'}.
+    """
+    if callable(kernel):
+        if force and resume:
+            raise ValueError("force and resume exclude each other (replace the report, or complete it)")
+        existing = "replace" if force else "resume" if resume else "refuse"
+        with _core.claim_report_folder(output, existing, "pass force=True to replace it or resume=True to complete it"):
+            outputs_dir = os.path.join(output, "kernel")
+            score(kernel, dump, output=outputs_dir, recipe=start, force=not resume, resume=resume, quiet=True, **score_kwargs)
+            files = sorted(os.path.join(outputs_dir, "outputs", f) for f in os.listdir(os.path.join(outputs_dir, "outputs")) if f.endswith(".h5"))
+            # The folder is this call's (claimed above): the fit completes it.
+            return _core.fit_files(dump, files, output, start=start or "", rows=rows, seed=seed, budget=budget, min_gain=min_gain, top=top,
+                                   beam=beam, force=False, resume=True, quiet=quiet)
+    if score_kwargs:
+        raise ValueError(f"{', '.join(sorted(score_kwargs))}: options of an attention function; kernel is outputs files here")
+    files = [kernel] if isinstance(kernel, (str, os.PathLike)) else list(kernel)
+    return _core.fit_files(dump, [str(f) for f in files], output, start=start or "", rows=rows, seed=seed, budget=budget, min_gain=min_gain,
+                           top=top, beam=beam, force=force, resume=resume, quiet=quiet)

@@ -1,0 +1,92 @@
+"""qattn fit / qattn.fit on recorded outputs of real kernels (tests/data): from a generic recipe the
+search recovers a recipe that meets the lab's rule for QFlash (46adca5) and SageAttention 1.0.6, and
+a kernel altered on purpose (one rounding rule changed) is found out by the knob that changed."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import qattn
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+QFLASH = os.path.join(DATA, "qflash-46adca5", "u-h3-n197-d64")
+SAGE = os.path.join(DATA, "sageattn-1.0.6", "random-d64-full")
+GENERIC = "q=int8/token k=int8/token p=fp16 v=fp16"
+
+
+def test_qflash_is_recovered_from_a_generic_recipe(tmp_path):
+    r = qattn.fit(QFLASH + "-qflash.h5", QFLASH + ".h5", start=GENERIC, output=str(tmp_path / "f"), rows=32)
+    assert r["meets_rule"], r["path"]
+    best = qattn.Recipe(r["best"])
+    assert "softmax=qflash" in str(best) and "qflash.div=trunc32" in str(best), r["best"]
+    # The move into the integer softmax is taken even though its first step loses ground.
+    assert any(s["knob"].startswith("softmax: float -> qflash") for s in r["path"])
+    report = json.load(open(tmp_path / "f" / "fit.json"))
+    assert report["best"] == r["best"] and report["meets_rule"]
+
+
+def test_sageattention_1_is_recovered_from_a_generic_recipe(qattn_exe, tmp_path):
+    out = tmp_path / "s"
+    p = subprocess.run([qattn_exe, "fit", SAGE + ".h5", SAGE + "-sageattn.h5", "--from", GENERIC, "--output", str(out), "--rows", "16", "--beam", "1", "-q"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr  # exit 0: the best recipe meets the rule
+    r = json.load(open(out / "fit.json"))
+    # SageAttention 1 subtracts K's mean (rounded to fp16), quantizes K per block of 64 keys and
+    # writes fp16; each of those is a knob the search took.
+    tokens = set(r["best"].split())
+    assert {"ksmooth=global", "ksmooth.format=fp16", "out=fp16"} <= tokens, r["best"]
+    assert any(t.startswith("k=int8/block:64") for t in tokens), r["best"]
+    best = r["path"][-1]
+    assert best["kernel_vs_recipe_db"] - best["recipe_vs_float64_db"] >= 30
+
+
+def test_an_altered_kernel_is_found_out_by_its_knob(tmp_path):
+    d = qattn.load_layer(QFLASH + ".h5", "0")
+    altered = "preset=qflash-46adca5 qflash.div=lab"  # the kernel's output division, truncating, replaced by a floor
+    o = qattn.emulate(d["q"], d["k"], d["v"], altered, causal=d["causal"], softmax_scale=d["softmax_scale"])["out"]
+    qattn.write_outputs(str(tmp_path / "altered.h5"), "altered", [{"layer": "0", "o": o}], recipe="")
+    r = qattn.fit(str(tmp_path / "altered.h5"), QFLASH + ".h5", start="preset=qflash-46adca5", output=str(tmp_path / "f"), rows=0)
+    start, first = r["path"][0], r["path"][1]
+    assert np.isfinite(start["kernel_vs_recipe_db"])  # the preset no longer matches
+    assert first["knob"] == "qflash.div: trunc32 -> lab", r["path"]
+    assert first["kernel_vs_recipe_db"] == float("inf")  # and with that knob back, bit for bit
+
+
+def fp32_attention(q, k, v, *, causal, window, softmax_scale):
+    g = q.shape[0] // k.shape[0]
+    kk, vv = np.repeat(k, g, axis=0), np.repeat(v, g, axis=0)
+    s = np.einsum("hid,hjd->hij", q, kk).astype(np.float32) * np.float32(softmax_scale)
+    n = q.shape[1]
+    if causal:
+        s = np.where(np.arange(n)[None, :] <= np.arange(n)[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    return (np.einsum("hij,hjd->hid", p, vv) / p.sum(axis=2, keepdims=True)).astype(np.float32)
+
+
+def test_fit_of_an_attention_function(dump, tmp_path):
+    out = tmp_path / "fn"
+    r = qattn.fit(fp32_attention, dump, output=str(out), start=GENERIC, layers=["15"], contexts=[128], rows=16, budget=60)
+    # A float32 kernel: the search leaves int8 behind for unquantized operands.
+    assert r["path"][-1]["kernel_vs_recipe_db"] > r["path"][0]["kernel_vs_recipe_db"] + 20, r["path"]
+    assert os.listdir(out / "kernel" / "outputs")  # the function's outputs, kept
+    with pytest.raises(ValueError, match="exists"):
+        qattn.fit(fp32_attention, dump, output=str(out), start=GENERIC, layers=["15"], contexts=[128])
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(rows=-1), "fit --rows: -1; expected a row count >= 0"),
+    (dict(budget=0.0), "fit --budget: expected a positive number of seconds"),
+    (dict(start=None), "attribute 'recipe': absent; give the recipe the search starts from"),
+    (dict(start="q=int9"), "fit --from: "),
+    (dict(force=True, resume=True), "--resume and --force exclude each other"),
+    (dict(top=0), "fit --top: 0; expected at least 1"),
+    (dict(beam=0), "fit --beam: 0; expected 1..64 recipes a step"),
+])
+def test_bad_input_is_one_clear_error(tmp_path, change, message):
+    kw = dict(start=GENERIC, output=str(tmp_path / "bad"))
+    kw.update(change)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        qattn.fit(QFLASH + "-qflash.h5", QFLASH + ".h5", **kw)
+    assert not (tmp_path / "bad").exists()  # refused before any folder is made
