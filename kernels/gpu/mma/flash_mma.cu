@@ -110,6 +110,9 @@ __device__ inline void load_stage(const Params& p, std::uint8_t* stage, int kh, 
 template <QkType QK, int D, int WARPS>
 inline constexpr int kMinBlocksPerSm = QK == QkType::int8 && D <= 128 && WARPS == 4 ? 3 : 1;
 
+// About 190 lines, past the project's 150: S = Q K^T, the online softmax and O += P V share the
+// fragments and the cp.async pipeline of one key loop, tuned to 168 registers (above); a split
+// into device functions must be measured on the H200 first (it is not yet).
 template <QkType QK, PvType PV, int D, int WARPS, bool LOGITS>
 __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) flash_mma_kernel(Params p) {
   using G = Stage<QK, PV, D>;
