@@ -65,7 +65,7 @@ std::vector<std::string> operand_variants(const std::string& text, bool is_p) {
   for (std::size_t i = 1; i < parts.size(); ++i)
     if (is_granularity(parts[i])) g = i;
   if (g > 0) {
-    for (const char* gran : {"tensor", "head", "token", "channel", "block:16", "block:32", "block:64", "block:128", "group:32"}) {
+    for (const char* gran : {"tensor", "kvhead", "head", "token", "channel", "block:16", "block:32", "block:64", "block:128", "group:32"}) {
       std::vector<std::string> p = parts;
       p[g] = gran;
       out.push_back(join(p));

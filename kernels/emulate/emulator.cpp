@@ -131,9 +131,15 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
       throw std::invalid_argument(std::string("recipe field '") + name + "' on this input (d = " + std::to_string(x.dim) + "): " + e.what());
     }
   };
-  pr.q = named("q", q, r.q);
-  pr.k = named("k", k, r.k);
-  pr.v = named("v", v, r.v, v_scaled_after_pv(r));
+  // kvhead: Q's heads grouped by the KV head they share (Hq / Hkv of them); K's and V's heads are
+  // the KV heads, one each.
+  const auto grouped = [](OperandQuant oq, int heads_per_scale) {
+    if (!oq.unit_scale && oq.spec.granularity == Granularity::kvhead) oq.spec.block = heads_per_scale;
+    return oq;
+  };
+  pr.q = named("q", q, grouped(r.q, p.q.heads / p.k.heads));
+  pr.k = named("k", k, grouped(r.k, 1));
+  pr.v = named("v", v, grouped(r.v, 1), v_scaled_after_pv(r));
   if (r.pv_acc.kind == Accumulator::Kind::exact) pr.v_f64.assign(pr.v.values.data.begin(), pr.v.values.data.end());
   return pr;
 }

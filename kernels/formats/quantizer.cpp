@@ -1,5 +1,7 @@
 #include "kernels/formats/quantizer.hpp"
 
+#include <iterator>
+
 #include "kernels/formats/numeric_failure.hpp"
 
 #include <algorithm>
@@ -12,7 +14,7 @@
 namespace qattn {
 
 namespace {
-constexpr const char* kGranularityNames[] = {"tensor", "head", "token", "block", "channel", "group"};
+constexpr const char* kGranularityNames[] = {"tensor", "head", "token", "block", "channel", "group", "kvhead"};
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 }  // namespace
@@ -20,11 +22,12 @@ std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 const char* name_of(Granularity g) { return kGranularityNames[static_cast<int>(g)]; }
 
 Granularity parse_granularity(const std::string& name, const std::string& what) {
-  for (int i = 0; i < 6; ++i) {
+  std::string known;
+  for (std::size_t i = 0; i < std::size(kGranularityNames); ++i) {
     if (name == kGranularityNames[i]) return static_cast<Granularity>(i);
+    known += (i ? ", " : "") + std::string(kGranularityNames[i]);
   }
-  throw std::invalid_argument(what + ": unknown granularity '" + name +
-                              "'; expected one of: tensor, head, token, block, channel, group");
+  throw std::invalid_argument(what + ": unknown granularity '" + name + "'; expected one of: " + known);
 }
 
 void validate(const QuantSpec& s, int heads, int tokens, int dim) {
@@ -36,6 +39,10 @@ void validate(const QuantSpec& s, int heads, int tokens, int dim) {
   if (s.granularity == Granularity::block && s.block <= 0) {
     throw std::invalid_argument("quant spec (" + fmt + "): block granularity needs block > 0 tokens, got " +
                                 std::to_string(s.block));
+  }
+  if (s.granularity == Granularity::kvhead && (s.block <= 0 || heads % s.block != 0)) {
+    throw std::invalid_argument("quant spec (" + fmt + "): kvhead needs the query heads per KV head (" + std::to_string(s.block) +
+                                " given) to divide the " + std::to_string(heads) + " heads; a recipe's emulation sets it from Hq / Hkv");
   }
   if (s.granularity == Granularity::group && (s.block <= 0 || dim % s.block != 0)) {
     throw std::invalid_argument("quant spec (" + fmt + "): group size " + std::to_string(s.block) +
@@ -68,6 +75,7 @@ std::size_t scale_count(const QuantSpec& s, int heads, int tokens, int dim) {
     case Granularity::block: return h * ceil_div(n, s.block);
     case Granularity::channel: return h * d;
     case Granularity::group: return h * n * (d / s.block);
+    case Granularity::kvhead: return h / static_cast<std::size_t>(s.block);
   }
   return 1;
 }
@@ -81,6 +89,7 @@ std::size_t QuantizedTensor::scale_index(int h, int n, int c) const {
     case Granularity::block: return hh * ceil_div(tokens, spec.block) + nn / spec.block;
     case Granularity::channel: return hh * dim + cc;
     case Granularity::group: return (hh * tokens + nn) * (dim / spec.block) + cc / spec.block;
+    case Granularity::kvhead: return hh / static_cast<std::size_t>(spec.block);
   }
   return 0;
 }

@@ -24,6 +24,9 @@ enum class Granularity : std::uint8_t {
   block,    // one per (head, block of `block` consecutive tokens)
   channel,  // one per (head, head-dim column), over all tokens
   group,    // one per (head, token, `block` consecutive head-dim elements), e.g. q8_0's 32
+  kvhead,   // one per group of `block` consecutive heads: Q's heads that share a KV head (GQA), as
+            // FlashAttention-3's fp8 API takes Q's descale; a recipe leaves block 0 and the emulator
+            // sets it to Hq / Hkv (1 for K and V, whose heads are the KV heads)
 };
 
 enum class ScaleRule : std::uint8_t { dynamic_absmax, static_multiplier };

@@ -428,6 +428,9 @@ std::string not_covered(const Problem& p, const Recipe& r) {
   if (r.k_smoothing_format != FormatId::fp32 || r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) {
     return "ksmooth.format, qprescale, qkscale and pad (SageAttention 1's choices) are emulator-only";
   }
+  for (const OperandQuant* o : {&r.q, &r.k, &r.v}) {
+    if (!o->unit_scale && o->spec.granularity == Granularity::kvhead) return "kvhead scales (one per GQA group, FlashAttention-3's Q descale) are emulator-only";
+  }
   // Every family's reason, in the table's order, unless one takes the recipe.
   std::string why;
   for (const Family& f : kFamilies) {

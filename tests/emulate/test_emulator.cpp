@@ -772,3 +772,21 @@ TEST_CASE("hand-checked: V smoothing makes a two-valued V exact in int8", "[emul
   r.v_smoothing = true;
   CHECK(std::fabs(emulate(p, r).out(0, 0, 0) - 17.5) < 1e-5);
 }
+
+TEST_CASE("kvhead scales Q once per GQA group: per head without GQA, per tensor with one KV head", "[emulate]") {
+  // FlashAttention-3's fp8 API takes one Q descale per KV head. The emulator sets the group to
+  // Hq / Hkv query heads: with Hq = Hkv that is `head`, with one KV head it is `tensor`, bit for bit.
+  Recipe r = fp32_recipe();
+  r.k = r.v = scaled(FormatId::e4m3, Granularity::head);
+  const auto out = [&](const Problem& p, Granularity g) {
+    Recipe x = r;
+    x.q = scaled(FormatId::e4m3, g);
+    return emulate(p, x).out.data;
+  };
+  const Problem mha = random_problem(3, 3, 70, 32, 41), mqa = random_problem(4, 1, 70, 32, 43), gqa = random_problem(4, 2, 70, 32, 47);
+  CHECK(out(mha, Granularity::kvhead) == out(mha, Granularity::head));
+  CHECK(out(mqa, Granularity::kvhead) == out(mqa, Granularity::tensor));
+  const auto g = out(gqa, Granularity::kvhead);
+  CHECK(g != out(gqa, Granularity::head));
+  CHECK(g != out(gqa, Granularity::tensor));
+}

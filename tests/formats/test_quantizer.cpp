@@ -126,13 +126,15 @@ TEST_CASE("bad quantizer specs are one clear error each", "[quantizer]") {
   s = spec_of(FormatId::int8, Granularity::tensor);
   s.scale_format = FormatId::int8;
   CHECK(error_text([&] { (void)quantize(x, s); }).find("scale format 'int8' is an integer format") != std::string::npos);
+  CHECK(error_text([&] { (void)quantize(x, spec_of(FormatId::int8, Granularity::kvhead, 0)); })
+            .find("kvhead needs the query heads per KV head (0 given) to divide") != std::string::npos);
   CHECK(error_text([] { (void)parse_granularity("row", "recipe field 'k.granularity'"); })
             .find("recipe field 'k.granularity': unknown granularity 'row'") != std::string::npos);
 }
 
 TEST_CASE("each scale covers exactly the elements its granularity names", "[quantizer]") {
   // Independent of QuantizedTensor::scale_index: absmax per group computed from the definitions.
-  const int H = 2, N = 7, D = 8, T = 3, G = 4;
+  const int H = 4, N = 7, D = 8, T = 3, G = 4, K = 2;  // K: heads per kvhead scale (a GQA group)
   const TensorF x = random_tensor(H, N, D, 5);
   const auto scale_of = [&](Granularity g, int h, int n, int c) {
     float m = 0;
@@ -147,15 +149,16 @@ TEST_CASE("each scale covers exactly the elements its granularity names", "[quan
             case Granularity::block: same = hh == h && nn / T == n / T; break;
             case Granularity::channel: same = hh == h && cc == c; break;
             case Granularity::group: same = hh == h && nn == n && cc / G == c / G; break;
+            case Granularity::kvhead: same = hh / K == h / K; break;
           }
           if (same) m = std::max(m, std::fabs(x(hh, nn, cc)));
         }
     return static_cast<float>(m / 127.0);
   };
   for (Granularity g : {Granularity::tensor, Granularity::head, Granularity::token, Granularity::block,
-                        Granularity::channel, Granularity::group}) {
+                        Granularity::channel, Granularity::group, Granularity::kvhead}) {
     INFO(name_of(g));
-    const QuantizedTensor q = quantize(x, spec_of(FormatId::int8, g, g == Granularity::group ? G : T));
+    const QuantizedTensor q = quantize(x, spec_of(FormatId::int8, g, g == Granularity::group ? G : g == Granularity::kvhead ? K : T));
     for (int h = 0; h < H; ++h)
       for (int n = 0; n < N; ++n)
         for (int c = 0; c < D; ++c) REQUIRE(q.scales[q.scale_index(h, n, c)] == scale_of(g, h, n, c));
