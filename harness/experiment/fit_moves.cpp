@@ -123,6 +123,8 @@ std::vector<FitMove> fit_moves(const Recipe& r) {
   for (const char* v : {"joint", "sequential"}) set("qkscale", v);
   for (const char* v : {"quantized", "float"}) set("denominator", v);
   for (const char* v : {"none", "zero"}) set("pad", v);
+  if (r.split_k == 1 && r.softmax == SoftmaxKind::float_online)
+    for (const char* v : {"forward", "reverse"}) set("order", v);
   for (const char* v : {"fp32", "fp16", "bf16"}) set("out", v);
   for (const char* v : {"32x32", "64x64", "64x128", "128x32", "128x64", "128x128"}) set("tiles", v);
   for (const char* acc : {"acc.qk", "acc.pv"}) {

@@ -532,8 +532,13 @@ void run_block(const Problem& p, const Recipe& r, const Prepared& pr, const Scor
     t_lo = std::min(t_lo, state.back().t0);
     t_hi = std::max(t_hi, state.back().t1);
   }
-  for (int t = t_lo; t < t_hi; ++t)
-    for (auto& row : state) emu.step(row, t);
+  if (r.reverse_key_tiles) {
+    for (int t = t_hi - 1; t >= t_lo; --t)
+      for (auto& row : state) emu.step(row, t);
+  } else {
+    for (int t = t_lo; t < t_hi; ++t)
+      for (auto& row : state) emu.step(row, t);
+  }
   outs.resize(count);
   for (int k = 0; k < count; ++k) emu.finish(state[k], outs[k]);
 }

@@ -428,6 +428,7 @@ std::string not_covered(const Problem& p, const Recipe& r) {
   if (r.k_smoothing_format != FormatId::fp32 || r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) {
     return "ksmooth.format, qprescale, qkscale and pad (SageAttention 1's choices) are emulator-only";
   }
+  if (r.reverse_key_tiles) return "order=reverse (FlashAttention-3's key tile order) is emulator-only";
   for (const OperandQuant* o : {&r.q, &r.k, &r.v}) {
     if (!o->unit_scale && o->spec.granularity == Granularity::kvhead) return "kvhead scales (one per GQA group, FlashAttention-3's Q descale) are emulator-only";
   }

@@ -26,19 +26,16 @@ const std::vector<RecipePreset>& recipe_presets() {
        "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py, csrc/qattn/attn_utils.cuh (the fp32+fp16 default)",
        "read from source, not run: as sageattn2-sm90, and V's 2.25 scale maximum and the fp16 buffer's exponent range are not modelled"},
       {"fa3-fp8",
-       "q=e4m3/kvhead k=e4m3/head v=e4m3/head p=e4m3/static:256 denominator=float tiles=192x160 acc.qk=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) acc.pv=h200_e4m3_wgmma out=bf16",
+       "q=e4m3/kvhead k=e4m3/head v=e4m3/head p=e4m3/static:256 denominator=float tiles=192x160 order=reverse acc.qk=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) acc.pv=h200_e4m3_wgmma out=bf16",
        "github Dao-AILab/flash-attention, commit 0251105, hopper/ (mainloop_fwd_sm90_tma_gmma_ws.hpp, softmax.h); run as PyPI fa3-fwd 0.0.3 on the H200",
-       "run, not proven: descales absmax/448 per (batch, kv head) as the API takes them (Q's shared by a GQA group: kvhead, found by "
-       "qattn fit, +16.7 dB on layer 15); P V on the measured e4m3 wgmma; on the shipped dump (5 layers, causal, 2048 rows) the "
-       "kernel is 35.0-41.0 dB from the preset where the rule asks 30 dB beyond the preset's 20.1-33.3 dB error: 10-16 dB short "
-       "on layers 7-29; on layer 0 the kernel is 3.4 dB less accurate than the preset (a fit from here prefers fp32 P: FA3's "
-       "e4m3 P at 256 is the next suspect)"},
-      {"fa3-bf16", "q=bf16 k=bf16 v=bf16 p=bf16 denominator=float tiles=64x128 out=bf16",
+       "run on the H200 (scripts/peers/prove-fa3-on-h200.sh): descales absmax/448 per (batch, kv head) as the API takes them (Q's "
+       "shared by a GQA group: kvhead), key tiles from the last to the first (order=reverse: P is rounded against the running max), "
+       "P V on the measured e4m3 wgmma; see the README's presets table for where it meets the rule and where not"},
+      {"fa3-bf16", "q=bf16 k=bf16 v=bf16 p=bf16 denominator=float tiles=192x128 order=reverse out=bf16",
        "github Dao-AILab/flash-attention, commit 0251105, hopper/; run as PyPI fa3-fwd 0.0.3 on the H200",
-       "run, not proven: bf16 Q, K, V and P; the denominator in fp32 and 64x128 tiles found by qattn fit (+1.6 dB); on the shipped "
-       "dump the kernel is 57.8-62.4 dB from the preset where the rule asks 30 dB beyond the preset's 43.6-53.3 dB error (16-21 dB "
-       "short; the measured bf16 wgmma accumulators change nothing, so the gap is elsewhere, e.g. exp2 with the scale folded into "
-       "a fused multiply-add)"},
+       "run on the H200 (scripts/peers/prove-fa3-on-h200.sh): bf16 Q, K, V and P, the denominator in fp32, 128-key tiles taken "
+       "from the last to the first (order=reverse; 128x128 and 64x128 give the same bits on the shipped dump, 160 and 192 keys are "
+       "farther); the measured bf16 wgmma accumulators change nothing; see the README's presets table"},
       {"llamacpp-q8_0",
        "q=int8/group:32/div k=int8/group:32/scale:fp16/round:away v=int8/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
        "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh (the CUDA vector kernel, NVIDIA)",

@@ -118,6 +118,9 @@ void validate(const Recipe& r) {
   if (r.k_smoothing_format != FormatId::fp32 && r.k_smoothing != KSmoothing::global_mean && r.k_smoothing != KSmoothing::block_mean) {
     bad("ksmooth.format", "a K-mean format needs ksmooth=global or ksmooth=block");
   }
+  if (r.reverse_key_tiles && (r.split_k != 1 || r.softmax != SoftmaxKind::float_online)) {
+    bad("order", "reverse key tiles are modelled for the float softmax without key splits (split=1)");
+  }
   if ((r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) && r.softmax != SoftmaxKind::float_online) {
     bad("qprescale/qkscale/pad", "these are float-softmax choices: they need softmax=float");
   }

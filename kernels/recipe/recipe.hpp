@@ -123,6 +123,9 @@ struct Recipe {
   bool q_prescale = false;     // Q multiplied by fp32(softmax_scale x 1.44269504) before quantization; scores are then log2 units
   bool qk_scale_sequential = false;  // integer QK^T: (S sq) sk in two fp32 multiplies instead of S fp32(sq sk)
   bool pad_keys_zero = false;  // keys past N in the last tile score 0 (a masked load reads 0) against V = 0 (not causal)
+  // Key tiles from the last visible one down to the first, as FlashAttention-3's mainloop iterates
+  // them: P is rounded against the running max, so the order changes which max each tile sees.
+  bool reverse_key_tiles = false;
   FormatId out = FormatId::fp32;  // the output as the kernel stores it: fp32, or rounded to fp16 / bf16
 };
 

@@ -790,3 +790,21 @@ TEST_CASE("kvhead scales Q once per GQA group: per head without GQA, per tensor 
   CHECK(g != out(gqa, Granularity::head));
   CHECK(g != out(gqa, Granularity::tensor));
 }
+
+TEST_CASE("order=reverse walks key tiles from the last: the same bits within one tile, P rounded differently across tiles", "[emulate]") {
+  // P is rounded against the running max, so only the tile order can change it (FlashAttention-3
+  // walks its key tiles backwards); one tile has one order.
+  Recipe r = fp32_recipe();
+  r.p = static_p(FormatId::e4m3, 256);
+  r.tiles.block_k = 32;
+  const auto out = [&](const Problem& p, bool reverse) {
+    Recipe x = r;
+    x.reverse_key_tiles = reverse;
+    return emulate(p, x).out.data;
+  };
+  const Problem one = random_problem(2, 1, 32, 16, 51), many = random_problem(2, 1, 200, 16, 53);
+  CHECK(out(one, true) == out(one, false));
+  CHECK(out(many, true) != out(many, false));
+  r.split_k = 2;
+  CHECK(error_text([&] { (void)out(many, true); }).find("recipe field 'order'") != std::string::npos);
+}
