@@ -34,7 +34,7 @@ const std::vector<RecipePreset>& recipe_presets() {
       {"fa3-bf16", "q=bf16 k=bf16 v=bf16 p=bf16 denominator=float tiles=192x128 order=reverse out=bf16",
        "github Dao-AILab/flash-attention, commit 0251105, hopper/; run as PyPI fa3-fwd 0.0.3 on the H200",
        "run on the H200 (scripts/peers/prove-fa3-on-h200.sh): bf16 Q, K, V and P, the denominator in fp32, 128-key tiles taken "
-       "from the last to the first (order=reverse; 128x128 and 64x128 give the same bits on the shipped dump, 160 and 192 keys are "
+       "from the last to the first (order=reverse; 128x128 and 64x128 give the same distance on 128 rows of layers 0 and 15, 160 and 192 keys are "
        "farther); the measured bf16 wgmma accumulators change nothing; see the README's presets table"},
       {"llamacpp-q8_0",
        "q=int8/group:32/div k=int8/group:32/scale:fp16/round:away v=int8/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
