@@ -38,7 +38,8 @@ std::string line_of(const Keys& keys) {
 
 bool is_granularity(const std::string& part) {
   const std::string head = part.substr(0, part.find(':'));
-  return head == "tensor" || head == "head" || head == "token" || head == "channel" || head == "block" || head == "group";
+  return head == "tensor" || head == "head" || head == "token" || head == "channel" || head == "block" || head == "group" ||
+         head == "kvhead" || head == "thread";
 }
 
 // The values one operand's text can move to, one knob at a time.
@@ -65,15 +66,17 @@ std::vector<std::string> operand_variants(const std::string& text, bool is_p) {
   for (std::size_t i = 1; i < parts.size(); ++i)
     if (is_granularity(parts[i])) g = i;
   if (g > 0) {
-    for (const char* gran : {"tensor", "kvhead", "head", "token", "channel", "block:16", "block:32", "block:64", "block:128", "group:32"}) {
+    for (const char* gran : {"tensor", "kvhead", "head", "token", "channel", "block:16", "block:32", "block:64", "block:128", "group:32",
+                            // a lane's rows of an m16 fragment (one or two per warp), its keys of a 64- or 128-key tile
+                            "thread:16:8:1", "thread:32:8:1", "thread:64:8:2", "thread:128:8:2"}) {
       std::vector<std::string> p = parts;
       p[g] = gran;
       out.push_back(join(p));
     }
   }
-  // Each modifier on or off: scales stored in fp16, a true division (rounded to fp16), the absmax
-  // scale as a multiply by 1/max, ties away from zero.
-  for (const std::string mod : {"scale:fp16", "div:fp16", "amax:mul", "round:away"}) {
+  // Each modifier on or off: scales stored in fp16, a true division (rounded to fp16, or fp32), the
+  // absmax scale as a multiply by 1/max, ties away from zero, 1e-7 added to each scale (SageAttention 2).
+  for (const std::string mod : {"scale:fp16", "div:fp16", "div:fp32", "amax:mul", "round:away", "eps:1e-07"}) {
     const std::string head = mod.substr(0, mod.find(':'));
     std::vector<std::string> p;
     bool had = false;

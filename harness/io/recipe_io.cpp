@@ -250,17 +250,21 @@ std::string operand_to_string(const OperandQuant& o) {
   } else {
     s += std::string("/") + name_of(o.spec.granularity);
     if (o.spec.granularity == Granularity::block || o.spec.granularity == Granularity::group) s += ":" + std::to_string(o.spec.block);
+    if (o.spec.granularity == Granularity::thread) {
+      s += ":" + std::to_string(o.spec.block) + ":" + std::to_string(o.spec.period) + ":" + std::to_string(o.spec.width);
+    }
   }
   if (o.spec.scale_format != FormatId::fp32) s += std::string("/scale:") + name_of(o.spec.scale_format);
   if (o.spec.divide) s += std::string("/div:") + name_of(o.spec.quotient_format);
   if (o.spec.amax_mul) s += "/amax:mul";
   if (o.spec.half_away) s += "/round:away";
+  if (o.spec.scale_eps != 0) s += "/eps:" + num(o.spec.scale_eps);
   return s;
 }
 
 static OperandQuant parse_operand(const std::string& s, const std::string& what) {
   const std::vector<std::string> parts = split(s, '/');
-  if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT][/div[:FORMAT]]");
+  if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT][/div[:FORMAT]][/amax:mul][/round:away][/eps:E]");
   OperandQuant o;
   o.spec.format = parse_format(parts[0], what);
   o.unit_scale = parts.size() == 1;
@@ -289,6 +293,9 @@ static OperandQuant parse_operand(const std::string& s, const std::string& what)
     } else if (head == "round") {
       if (arg != "away") bad(what, "'" + s + "': round takes 'away' (ties away from zero by an fp32 add of 0.5, then truncation)");
       o.spec.half_away = true;
+    } else if (head == "eps") {
+      o.spec.scale_eps = parse_number(arg, what + " eps");
+      if (!(o.spec.scale_eps > 0 && o.spec.scale_eps < 1)) bad(what, "'" + s + "': eps:" + arg + "; expected a number in (0, 1) added to each scale");
     } else if (head == "div") {
       o.spec.divide = true;
       o.spec.quotient_format = arg.empty() ? FormatId::fp32 : parse_format(arg, what + " div");
@@ -298,6 +305,12 @@ static OperandQuant parse_operand(const std::string& s, const std::string& what)
       if (o.spec.granularity == Granularity::block || o.spec.granularity == Granularity::group) {
         if (arg.empty()) bad(what, "'" + s + "': " + head + " needs a size, e.g. " + head + ":32");
         o.spec.block = parse_int(arg, what + " " + head);
+      } else if (o.spec.granularity == Granularity::thread) {
+        const std::vector<std::string> sizes = split(arg, ':');
+        if (sizes.size() != 3) bad(what, "'" + s + "': thread needs TILE:PERIOD:WIDTH (tokens a tile, lane classes repeat every PERIOD tokens, WIDTH consecutive tokens a class), e.g. thread:16:8:1");
+        o.spec.block = parse_int(sizes[0], what + " thread tile");
+        o.spec.period = parse_int(sizes[1], what + " thread period");
+        o.spec.width = parse_int(sizes[2], what + " thread width");
       } else if (!arg.empty()) {
         bad(what, "'" + s + "': " + head + " takes no size");
       }
@@ -431,16 +444,19 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
       if (value.contains("granularity")) {
         text += "/" + str("granularity");
         if (value.contains("block")) text += ":" + parse_text_int(number("block"), what + ".block");
+        if (value.contains("period")) text += ":" + parse_text_int(number("period"), what + ".period");
+        if (value.contains("width")) text += ":" + parse_text_int(number("width"), what + ".width");
       }
       if (value.contains("scale_format")) text += "/scale:" + str("scale_format");
       if (value.contains("divide")) text += "/div:" + str("divide");
       if (flag("amax_mul")) text += "/amax:mul";
       if (flag("round_away")) text += "/round:away";
+      if (value.contains("eps")) text += "/eps:" + num(number("eps"));
       for (const auto& [k2, v2] : value.items()) {
         (void)v2;
-        if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "scale_format" && k2 != "divide" &&
-            k2 != "amax_mul" && k2 != "round_away") {
-          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, static, scale_format, divide, amax_mul, round_away");
+        if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "period" && k2 != "width" && k2 != "scale_format" && k2 != "divide" &&
+            k2 != "amax_mul" && k2 != "round_away" && k2 != "eps") {
+          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, period, width, static, scale_format, divide, amax_mul, round_away, eps");
         }
       }
     } else {

@@ -14,7 +14,7 @@
 namespace qattn {
 
 namespace {
-constexpr const char* kGranularityNames[] = {"tensor", "head", "token", "block", "channel", "group", "kvhead"};
+constexpr const char* kGranularityNames[] = {"tensor", "head", "token", "block", "channel", "group", "kvhead", "thread"};
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 }  // namespace
@@ -44,6 +44,11 @@ void validate(const QuantSpec& s, int heads, int tokens, int dim) {
     throw std::invalid_argument("quant spec (" + fmt + "): kvhead needs the query heads per KV head (" + std::to_string(s.block) +
                                 " given) to divide the " + std::to_string(heads) + " heads; a recipe's emulation sets it from Hq / Hkv");
   }
+  if (s.granularity == Granularity::thread &&
+      (s.block <= 0 || s.period <= 0 || s.width <= 0 || s.block % s.period != 0 || s.period % s.width != 0)) {
+    throw std::invalid_argument("quant spec (" + fmt + "): thread:" + std::to_string(s.block) + ":" + std::to_string(s.period) + ":" +
+                                std::to_string(s.width) + " needs positive sizes, the period dividing the tile and the width dividing the period");
+  }
   if (s.granularity == Granularity::group && (s.block <= 0 || dim % s.block != 0)) {
     throw std::invalid_argument("quant spec (" + fmt + "): group size " + std::to_string(s.block) +
                                 " must be positive and divide the head dim " + std::to_string(dim));
@@ -52,9 +57,11 @@ void validate(const QuantSpec& s, int heads, int tokens, int dim) {
     throw std::invalid_argument("quant spec (" + fmt + "): static multiplier must be positive and finite, got " +
                                 std::to_string(s.multiplier));
   }
-  if (s.half_away && (s.divide || format_of(s.format).kind != Kind::integer)) {
-    throw std::invalid_argument(std::string("quant spec (") + fmt + "): round:away rounds integer codes from the reciprocal's product; "
-                                "expected an integer format without /div");
+  if (s.half_away && format_of(s.format).kind != Kind::integer) {
+    throw std::invalid_argument(std::string("quant spec (") + fmt + "): round:away rounds integer codes; expected an integer format");
+  }
+  if (!(s.scale_eps >= 0 && s.scale_eps < 1)) {
+    throw std::invalid_argument("quant spec (" + fmt + "): eps " + std::to_string(s.scale_eps) + " added to each scale; expected 0 <= eps < 1");
   }
   if (s.divide && format_of(s.quotient_format).kind == Kind::integer) {
     throw std::invalid_argument(std::string("quant spec (") + fmt + "): quotient format '" + name_of(s.quotient_format) +
@@ -76,6 +83,7 @@ std::size_t scale_count(const QuantSpec& s, int heads, int tokens, int dim) {
     case Granularity::channel: return h * d;
     case Granularity::group: return h * n * (d / s.block);
     case Granularity::kvhead: return h / static_cast<std::size_t>(s.block);
+    case Granularity::thread: return h * ceil_div(n, s.block) * static_cast<std::size_t>(s.period / s.width);
   }
   return 1;
 }
@@ -90,6 +98,10 @@ std::size_t QuantizedTensor::scale_index(int h, int n, int c) const {
     case Granularity::channel: return hh * dim + cc;
     case Granularity::group: return (hh * tokens + nn) * (dim / spec.block) + cc / spec.block;
     case Granularity::kvhead: return hh / static_cast<std::size_t>(spec.block);
+    case Granularity::thread: {
+      const std::size_t classes = spec.period / spec.width;
+      return (hh * ceil_div(tokens, spec.block) + nn / spec.block) * classes + (nn % spec.period) / spec.width;
+    }
   }
   return 0;
 }
@@ -121,6 +133,7 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
     double s = spec.rule == ScaleRule::static_multiplier ? 1.0 / spec.multiplier
                : spec.amax_mul ? static_cast<double>(absmax[i] * static_cast<float>(1.0 / max_finite(f)))
                                : static_cast<double>(absmax[i]) / max_finite(f);
+    if (spec.scale_eps > 0) s = static_cast<float>(static_cast<float>(s) + static_cast<float>(spec.scale_eps));
     if (s == 0) s = 1;
     const double stored = round_to(sf, static_cast<double>(static_cast<float>(s)));
     if (!(stored > 0) || !std::isfinite(stored)) {
@@ -137,7 +150,8 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
       for (int n = 0; n < x.tokens; ++n)
         for (int c = 0; c < x.dim; ++c) {
           const float quotient = x(h, n, c) / q.scales[q.scale_index(h, n, c)];
-          const double y = round_to(qf, quotient);
+          double y = round_to(qf, quotient);
+          if (spec.half_away) y = std::trunc(static_cast<float>(static_cast<float>(y) + (y >= 0 ? 0.5f : -0.5f)));
           q.codes[x.index(h, n, c)] = encode(f, y > mx ? mx : (y < -mx ? -mx : y));
         }
     return q;

@@ -27,6 +27,10 @@ enum class Granularity : std::uint8_t {
   kvhead,   // one per group of `block` consecutive heads: Q's heads that share a KV head (GQA), as
             // FlashAttention-3's fp8 API takes Q's descale; a recipe leaves block 0 and the emulator
             // sets it to Hq / Hkv (1 for K and V, whose heads are the KV heads)
+  thread,   // one per (head, tile of `block` tokens, lane class): the tokens of a tile that one lane
+            // of an MMA fragment holds share a scale, token t in class (t mod period) / width. As
+            // SageAttention 2's per-thread int8 quantizer on sm90: Q rows 16 w + g and 16 w + g + 8
+            // (thread:16:8:1), K keys 8 j + 2 t + {0, 1} of a 128-key tile (thread:128:8:2)
 };
 
 enum class ScaleRule : std::uint8_t { dynamic_absmax, static_multiplier };
@@ -35,6 +39,7 @@ struct QuantSpec {
   FormatId format = FormatId::int8;
   Granularity granularity = Granularity::tensor;
   int block = 0;                      // tokens per block, or elements per group
+  int period = 0, width = 0;          // thread: the lane classes of a tile (block % period == 0, period % width == 0)
   ScaleRule rule = ScaleRule::dynamic_absmax;
   double multiplier = 0;              // static rule: stored value is enc(x * multiplier)
   FormatId scale_format = FormatId::fp32;
@@ -47,9 +52,13 @@ struct QuantSpec {
   // Two more rules of kernels that quantize in their own way (SageAttention 1's Triton quantizer):
   // amax_mul: s = fp32(absmax * fp32(1 / max_finite)) instead of the correctly rounded absmax / max;
   // half_away: code = trunc(fp32(fp32(x * fp32(1/s)) + copysign(0.5, .))), ties away from zero, as an
-  // fp32 add of 0.5 and a truncating convert compute it (a quotient of 0.5 - 2^-25 becomes 1).
+  // fp32 add of 0.5 and a truncating convert compute it (a quotient of 0.5 - 2^-25 becomes 1); with
+  // `divide`, the same from the quotient x / s (a Triton quantizer's division).
   bool amax_mul = false;
   bool half_away = false;
+  // scale_eps: s = fp32(s + eps) before the scale format, as SageAttention 2's quantizers add 1e-7
+  // to each absmax / 127 (it keeps an all-zero group's scale finite); 0: none.
+  double scale_eps = 0;
 };
 
 const char* name_of(Granularity g);

@@ -423,7 +423,9 @@ std::string not_covered(const Problem& p, const Recipe& r) {
   if (r.out != FormatId::fp32) return "every GPU family stores fp32 outputs; out=" + std::string(name_of(r.out)) + " is emulator-only";
   for (const OperandQuant* o : {&r.q, &r.k, &r.p, &r.v}) {
     if (!o->unit_scale && o->spec.divide) return "the GPU paths quantize by multiplying with the scale's reciprocal; /div (a division) is emulator-only";
-    if (!o->unit_scale && (o->spec.amax_mul || o->spec.half_away)) return "the GPU paths quantize with the lab's rule; /amax:mul and /round:away are emulator-only";
+    if (!o->unit_scale && (o->spec.amax_mul || o->spec.half_away || o->spec.scale_eps != 0)) {
+      return "the GPU paths quantize with the lab's rule; /amax:mul, /round:away and /eps are emulator-only";
+    }
   }
   if (r.k_smoothing_format != FormatId::fp32 || r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) {
     return "ksmooth.format, qprescale, qkscale and pad (SageAttention 1's choices) are emulator-only";
@@ -431,6 +433,7 @@ std::string not_covered(const Problem& p, const Recipe& r) {
   if (r.reverse_key_tiles) return "order=reverse (FlashAttention-3's key tile order) is emulator-only";
   for (const OperandQuant* o : {&r.q, &r.k, &r.v}) {
     if (!o->unit_scale && o->spec.granularity == Granularity::kvhead) return "kvhead scales (one per GQA group, FlashAttention-3's Q descale) are emulator-only";
+    if (!o->unit_scale && o->spec.granularity == Granularity::thread) return "thread scales (a lane's strided rows, SageAttention 2's per-thread int8) are emulator-only";
   }
   // Every family's reason, in the table's order, unless one takes the recipe.
   std::string why;

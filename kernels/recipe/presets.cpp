@@ -18,22 +18,25 @@ const std::vector<RecipePreset>& recipe_presets() {
        "fp16 inputs, head dims 64 and 128; not modelled: the GPU's approximate reciprocal in the quantizer and the final division, "
        "its approximate exp2, fused multiply-adds, and the row sums' tree order"},
       {"sageattn2-sm90",
-       "q=int8/block:2/amax:mul/round:away k=int8/block:32/amax:mul/round:away ksmooth=global ksmooth.format=fp16 acc.qk=exact p=e4m3/static:447.8898 v=e4m3/channel denominator=float tiles=64x128 acc.pv=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=4) out=fp16",
-       "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py, triton/quant_per_thread.py, csrc/qattn/qk_int_sv_f8_cuda_sm90.cu, attn_utils.cuh",
-       "read from source, not run: per-thread Q scales over strided rows (r, r+8) taken as consecutive rows, the +1e-7 on each scale, V's scale applied after the division, and the 13-bit two-level e4m3 wgmma accumulator as its documentation states it (not measured)"},
+       "q=int8/thread:16:8:1/div/round:away/eps:1e-07 k=int8/thread:128:8:2/div/round:away/eps:1e-07 ksmooth=global ksmooth.format=fp16 acc.qk=exact p=e4m3/static:447.8898 v=e4m3/channel denominator=float tiles=64x128 acc.pv=mma(chunk=32,align=14,chunk_bits=13,chunk_round=zero,acc_bits=23,add_round=even,flush=4,fused=1) out=fp16",
+       "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py, triton/quant_per_thread.py, csrc/qattn/qk_int_sv_f8_cuda_sm90.cu, attn_utils.cuh; built and run on the H200",
+       "run on the H200 (scripts/peers/prove-peers-on-h200.sh), the rule met on the shipped dump and four random inputs: a lane's Q rows 16w+g and 16w+g+8 share a scale (thread:16:8:1), its keys 8j+2t+{0,1} of a 128-key tile "
+       "another (thread:128:8:2), 1e-7 added to each scale (eps), a true division; P V on the measured e4m3 wgmma, four instructions from zero per 128-key tile added into fp32 O; "
+       "not modelled: the quantizer's approximate division, V's scale applied after the division, exp2's approximation"},
       {"sageattn2-sm89",
        "q=int8/block:4/amax:mul/round:away k=int8/block:16/amax:mul/round:away ksmooth=global ksmooth.format=fp16 acc.qk=exact p=e4m3/static:447.8898 v=e4m3/channel denominator=float tiles=128x64 acc.pv=mma(chunk=32,align=32,chunk_bits=10,chunk_round=even,acc_bits=10,add_round=even,flush=2) out=fp16",
        "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py, csrc/qattn/attn_utils.cuh (the fp32+fp16 default)",
-       "read from source, not run: as sageattn2-sm90, and V's 2.25 scale maximum and the fp16 buffer's exponent range are not modelled"},
+       "read from source, not run: its per-thread Q and K scales taken as consecutive rows (sm90's, run, are a lane's strided rows: thread granularity), "
+       "no 1e-7 on the scales, V's 2.25 scale maximum and the fp16 buffer's exponent range not modelled"},
       {"fa3-fp8",
        "q=e4m3/kvhead k=e4m3/head v=e4m3/head p=e4m3/static:256 denominator=float tiles=192x160 order=reverse acc.qk=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) acc.pv=h200_e4m3_wgmma out=bf16",
        "github Dao-AILab/flash-attention, commit 0251105, hopper/ (mainloop_fwd_sm90_tma_gmma_ws.hpp, softmax.h); run as PyPI fa3-fwd 0.0.3 on the H200",
-       "run on the H200 (scripts/peers/prove-fa3-on-h200.sh): descales absmax/448 per (batch, kv head) as the API takes them (Q's "
+       "run on the H200 (scripts/peers/prove-peers-on-h200.sh): descales absmax/448 per (batch, kv head) as the API takes them (Q's "
        "shared by a GQA group: kvhead), key tiles from the last to the first (order=reverse: P is rounded against the running max), "
        "P V on the measured e4m3 wgmma; see the README's presets table for where it meets the rule and where not"},
       {"fa3-bf16", "q=bf16 k=bf16 v=bf16 p=bf16 denominator=float tiles=192x128 order=reverse out=bf16",
        "github Dao-AILab/flash-attention, commit 0251105, hopper/; run as PyPI fa3-fwd 0.0.3 on the H200",
-       "run on the H200 (scripts/peers/prove-fa3-on-h200.sh): bf16 Q, K, V and P, the denominator in fp32, 128-key tiles taken "
+       "run on the H200 (scripts/peers/prove-peers-on-h200.sh): bf16 Q, K, V and P, the denominator in fp32, 128-key tiles taken "
        "from the last to the first (order=reverse; 128x128 and 64x128 give the same distance on 128 rows of layers 0 and 15, 160 and 192 keys are "
        "farther); the measured bf16 wgmma accumulators change nothing; see the README's presets table"},
       {"llamacpp-q8_0",

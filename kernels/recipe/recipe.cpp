@@ -21,6 +21,10 @@ void check_operand(const OperandQuant& o, const char* name) {
   }
   if (o.spec.granularity == Granularity::block && o.spec.block <= 0) bad(n + ".block", "block granularity needs a positive token count");
   if (o.spec.granularity == Granularity::group && o.spec.block <= 0) bad(n + ".block", "group granularity needs a positive element count");
+  if (o.spec.granularity == Granularity::thread &&
+      (o.spec.block <= 0 || o.spec.period <= 0 || o.spec.width <= 0 || o.spec.block % o.spec.period != 0 || o.spec.period % o.spec.width != 0)) {
+    bad(n + ".block", "thread granularity needs TILE:PERIOD:WIDTH positive, the period dividing the tile and the width dividing the period");
+  }
   if (o.spec.rule == ScaleRule::static_multiplier && !(o.spec.multiplier > 0 && std::isfinite(o.spec.multiplier))) {
     bad(n + ".static", "the static multiplier must be positive and finite");
   }
@@ -107,9 +111,7 @@ void validate(const Recipe& r) {
   }
   for (const auto& [o, name] : {std::pair{&r.q, "q"}, std::pair{&r.k, "k"}, std::pair{&r.p, "p"}, std::pair{&r.v, "v"}}) {
     if (o->unit_scale) continue;
-    if (o->spec.half_away && (o->spec.divide || format_of(o->spec.format).kind != Kind::integer)) {
-      bad(name, "round:away rounds integer codes from the reciprocal's product; expected an integer format without /div");
-    }
+    if (o->spec.half_away && format_of(o->spec.format).kind != Kind::integer) bad(name, "round:away rounds integer codes; expected an integer format");
     if (o->spec.divide && format_of(o->spec.quotient_format).kind == Kind::integer) bad(name, "the /div quotient format must be a float format (fp32, fp16, bf16)");
   }
   if (r.k_smoothing_format != FormatId::fp32 && r.k_smoothing_format != FormatId::fp16 && r.k_smoothing_format != FormatId::bf16) {

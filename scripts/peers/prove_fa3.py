@@ -7,15 +7,12 @@ of the project: install its wheel (scripts/fetch-peers.sh downloads it) and run 
 fp8: Q, K and V become e4m3 codes with one descale per (batch, kv head) = absmax / 448, as the
 caller of flash_attn_func supplies them; Q's descale is per kv head, shared by the query heads of a
 GQA group (the API's shape for it is [B, H_kv]). bf16: Q, K and V rounded to bf16.
-Usage: prove_fa3.py DUMP OUT_DIR"""
-import argparse
-import os
+Usage: prove_fa3.py --out DIR DUMP [DUMP ...]"""
 import sys
 
-import numpy as np
 import torch
 
-import qattn
+from peer_outputs import layer_tensors, prove
 
 
 def fa3():
@@ -33,8 +30,7 @@ def bnhd(x):  # [H, N, d] -> [1, N, H, d]
 def run_layer(attn, d, fp8):
     if d["window"]:
         raise SystemExit("prove_fa3: this forward build has local attention compiled out; the dump's layer has a window")
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    q, k, v = (torch.from_numpy(np.ascontiguousarray(d[x])).float().to(dev) for x in ("q", "k", "v"))
+    q, k, v = layer_tensors(d)
     hq, hkv = q.shape[0], k.shape[0]
     kw = dict(causal=bool(d["causal"]), softmax_scale=float(d["softmax_scale"]))
     if fp8:
@@ -52,21 +48,8 @@ def run_layer(attn, d, fp8):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dump")
-    ap.add_argument("out")
-    a = ap.parse_args()
-    attn = fa3()
-    os.makedirs(a.out, exist_ok=True)
-    info = qattn.open_dump(a.dump)
-    for name, fp8, recipe in (("fa3-fp8", True, "preset=fa3-fp8"), ("fa3-bf16", False, "q=bf16 k=bf16 v=bf16 p=bf16 out=bf16")):
-        entries = []
-        for layer in info["layers"]:
-            d = qattn.load_layer(a.dump, layer["name"])
-            entries.append({"layer": layer["name"], "o": run_layer(attn, d, fp8)})
-        path = os.path.join(a.out, f"{name}.h5")
-        qattn.write_outputs(path, name, entries, recipe=recipe, dtype="bf16", attrs={"dataset": os.path.basename(a.dump)})
-        print(f"{name}: {len(entries)} layers -> {path}")
+    prove(__doc__, fa3, [("fa3-fp8", lambda attn, layer: run_layer(attn, layer, True), "preset=fa3-fp8", "bf16"),
+                         ("fa3-bf16", lambda attn, layer: run_layer(attn, layer, False), "preset=fa3-bf16", "bf16")])
 
 
 if __name__ == "__main__":

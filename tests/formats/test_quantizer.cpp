@@ -4,6 +4,7 @@
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
+#include "kernels/formats/registry.hpp"
 #include "tests/catch.hpp"
 #include "tests/error_text.hpp"
 
@@ -128,6 +129,10 @@ TEST_CASE("bad quantizer specs are one clear error each", "[quantizer]") {
   CHECK(error_text([&] { (void)quantize(x, s); }).find("scale format 'int8' is an integer format") != std::string::npos);
   CHECK(error_text([&] { (void)quantize(x, spec_of(FormatId::int8, Granularity::kvhead, 0)); })
             .find("kvhead needs the query heads per KV head (0 given) to divide") != std::string::npos);
+  s = spec_of(FormatId::int8, Granularity::thread, 16);
+  s.period = 6;
+  s.width = 1;
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("thread:16:6:1 needs positive sizes, the period dividing the tile") != std::string::npos);
   CHECK(error_text([] { (void)parse_granularity("row", "recipe field 'k.granularity'"); })
             .find("recipe field 'k.granularity': unknown granularity 'row'") != std::string::npos);
 }
@@ -135,6 +140,7 @@ TEST_CASE("bad quantizer specs are one clear error each", "[quantizer]") {
 TEST_CASE("each scale covers exactly the elements its granularity names", "[quantizer]") {
   // Independent of QuantizedTensor::scale_index: absmax per group computed from the definitions.
   const int H = 4, N = 7, D = 8, T = 3, G = 4, K = 2;  // K: heads per kvhead scale (a GQA group)
+  const int TT = 4, P = 2, W = 1;                      // thread: tiles of 4 tokens, classes {0, 2}, {1, 3} (the last tile cut short)
   const TensorF x = random_tensor(H, N, D, 5);
   const auto scale_of = [&](Granularity g, int h, int n, int c) {
     float m = 0;
@@ -150,17 +156,46 @@ TEST_CASE("each scale covers exactly the elements its granularity names", "[quan
             case Granularity::channel: same = hh == h && cc == c; break;
             case Granularity::group: same = hh == h && nn == n && cc / G == c / G; break;
             case Granularity::kvhead: same = hh / K == h / K; break;
+            case Granularity::thread: same = hh == h && nn / TT == n / TT && (nn % P) / W == (n % P) / W; break;
           }
           if (same) m = std::max(m, std::fabs(x(hh, nn, cc)));
         }
     return static_cast<float>(m / 127.0);
   };
   for (Granularity g : {Granularity::tensor, Granularity::head, Granularity::token, Granularity::block,
-                        Granularity::channel, Granularity::group, Granularity::kvhead}) {
+                        Granularity::channel, Granularity::group, Granularity::kvhead, Granularity::thread}) {
     INFO(name_of(g));
-    const QuantizedTensor q = quantize(x, spec_of(FormatId::int8, g, g == Granularity::group ? G : g == Granularity::kvhead ? K : T));
+    QuantSpec spec = spec_of(FormatId::int8, g, g == Granularity::group ? G : g == Granularity::kvhead ? K : g == Granularity::thread ? TT : T);
+    spec.period = P;
+    spec.width = W;
+    const QuantizedTensor q = quantize(x, spec);
+    REQUIRE(q.scales.size() == scale_count(spec, H, N, D));
     for (int h = 0; h < H; ++h)
       for (int n = 0; n < N; ++n)
         for (int c = 0; c < D; ++c) REQUIRE(q.scales[q.scale_index(h, n, c)] == scale_of(g, h, n, c));
   }
+}
+
+TEST_CASE("eps joins each scale in fp32, and a division's quotient may round half away from zero", "[quantizer]") {
+  // SageAttention 2's Triton quantizer: s = absmax / 127 + 1e-7, code = trunc(x / s + copysign(0.5)).
+  TensorF x(1, 1, 4);
+  x.data = {127.0f, 2.5f, -2.5f, 0.25f};  // absmax 127: s = 1, so the quotients are the values
+  QuantSpec s = spec_of(FormatId::int8, Granularity::tensor);
+  s.divide = true;
+  const auto codes = [&](const QuantSpec& spec) {
+    const QuantizedTensor q = quantize(x, spec);
+    std::vector<int> c;
+    for (std::uint32_t code : q.codes) c.push_back(static_cast<int>(decode(format_of(FormatId::int8), code)));
+    return c;
+  };
+  CHECK(codes(s) == std::vector<int>{127, 2, -2, 0});  // ties to even
+  s.half_away = true;
+  CHECK(codes(s) == std::vector<int>{127, 3, -3, 0});  // ties away from zero
+  s.scale_eps = 0.25;
+  CHECK(quantize(x, s).scales[0] == 1.25f);
+  CHECK(codes(s) == std::vector<int>{102, 2, -2, 0});  // 127 / 1.25 = 101.6; 2.5 / 1.25 = 2
+  s.scale_eps = 1e-7;
+  CHECK(quantize(x, s).scales[0] == static_cast<float>(1.0f + 1e-7f));
+  s.scale_eps = 2;
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("eps 2.000000 added to each scale; expected 0 <= eps < 1") != std::string::npos);
 }

@@ -115,6 +115,7 @@ TEST_CASE("string and JSON forms round-trip", "[recipe]") {
   for (const char* line : {"q=bf16 k=bf16 p=bf16 v=bf16",
                            "q=int8/token k=int8/token ksmooth=global acc.qk=exact",
                            "q=int8/group:32/scale:fp16 k=int4/group:32/scale:fp16 acc.qk=exact p=int8/static:127 v=int8/block:32",
+                           "q=int8/thread:16:8:1/amax:mul k=int8/thread:128:8:2/div/round:away/eps:1e-07 acc.qk=exact p=e4m3/static:448 v=e4m3/channel",
                            "q=e4m3/tensor k=e4m3/head p=e4m3fnuz/static:240 v=e5m2/channel/scale:e8m0 acc.pv=fp16 ksmooth=block_corrected ksmooth_block=16",
                            "q=fp16 k=fp16 p=e4m3/static:448 v=e4m3/channel acc.pv=mma(chunk=16,align=32,chunk_bits=13,chunk_round=even,acc_bits=13,add_round=zero,flush=0) split=8 tau=8"}) {
     INFO(line);
@@ -132,6 +133,15 @@ TEST_CASE("JSON operands may be objects", "[recipe]") {
                                            "p": {"format": "e4m3", "static": 448}, "acc.qk": "exact", "split": 2})");
   const Recipe r = recipe_from_json(j);
   CHECK(operand_to_string(r.q) == "int8/block:64");
+  const Recipe t = recipe_from_json(nlohmann::json::parse(R"({"q": {"format": "int8", "granularity": "thread", "block": 16, "period": 8, "width": 1},
+                                                               "k": "int8/thread:128:8:2", "acc.qk": "exact"})"));
+  CHECK(operand_to_string(t.q) == "int8/thread:16:8:1");
+  CHECK(operand_to_string(recipe_from_json(nlohmann::json::parse(R"({"q": {"format": "int8", "granularity": "token", "divide": "fp32",
+                                                                          "round_away": true, "eps": 1e-7}, "k": "int8/token"})")).q) ==
+        "int8/token/div:fp32/round:away/eps:1e-07");
+  CHECK(t.k.spec.block == 128);
+  CHECK(t.k.spec.period == 8);
+  CHECK(t.k.spec.width == 2);
   CHECK(operand_to_string(r.p) == "e4m3/static:448");
   CHECK(r.split_k == 2);
 }
@@ -141,6 +151,9 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("q=int8"), "'int8': an integer format needs a granularity or a static scale, e.g. int8/token"));
   CHECK(has(parse_error("q=int8/block k=int8/block:4"), "'int8/block': block needs a size, e.g. block:32"));
   CHECK(has(parse_error("q=int8/row"), "unknown granularity 'row'"));
+  CHECK(has(parse_error("q=int8/token/eps:2 k=int8/token"), "'int8/token/eps:2': eps:2; expected a number in (0, 1) added to each scale"));
+  CHECK(has(parse_error("q=int8/thread:16 k=int8/token"), "'int8/thread:16': thread needs TILE:PERIOD:WIDTH"));
+  CHECK(has(parse_error("q=int8/thread:16:5:1 k=int8/token"), "recipe field 'q.block': thread granularity needs TILE:PERIOD:WIDTH positive, the period dividing the tile"));
   CHECK(has(parse_error("qq=int8/token"), "unknown key 'qq'; expected one of: q, k, p, v"));
   CHECK(has(parse_error("q=int8/token q=int8/tensor"), "key 'q' given twice"));
   CHECK(has(parse_error("acc.pv=mma(chunk=32,bits=3)"), "unknown mma key 'bits'"));

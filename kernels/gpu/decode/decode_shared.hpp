@@ -13,6 +13,7 @@
 #include "kernels/formats/codec.hpp"
 #include "kernels/gpu/decode/flash_decode.hpp"
 #include "kernels/gpu/common/platform.hpp"
+#include "kernels/gpu/common/online_softmax.hpp"
 
 namespace qattn::gpu::decode_detail {
 
@@ -227,10 +228,10 @@ __device__ inline void softmax_tile(const SplitParams& p, int heads, float* S, f
     const float m_old = M[g], m_new = fmaxf(m_old, tile_max);
     float alpha = 1.0f, row_sum = 0.0f;
     if (m_new != -INFINITY) {  // always: every tile of the range holds a visible key
-      alpha = m_old == -INFINITY ? 0.0f : exp2f(m_old - m_new);
+      alpha = rescale_factor(m_old, m_new);
       for (int jj = lane; jj < bc; jj += kWaveSize) {
         const float s = srow[jj];
-        const float pf = s == -INFINITY ? 0.0f : exp2f(s - m_new);
+        const float pf = unnormalized_p(s, m_new);
         const float pq = round_p(p.pr, pf * p.p_mult);
         P[jj * heads + g] = pq;
         const float term = p.denominator_quantized ? pq : pf;
@@ -302,7 +303,7 @@ __global__ void __launch_bounds__(1024) decode_merge_kernel(P p) {
   for (int c = threadIdx.x; c < p.d; c += blockDim.x) {
     float lsum = 0.0f, o = 0.0f;
     for (int k = 0; k < p.splits; ++k) {
-      const float f = m[k] == -INFINITY ? 0.0f : exp2f(m[k] - mx);
+      const float f = rescale_factor(m[k], mx);
       lsum = lsum + f * l[k];
       o = o + f * p.part_o[(bh * p.splits + k) * p.d + c];
     }

@@ -574,7 +574,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
 #pragma unroll
             for (int h = 0; h < H; ++h) {
               const float s = Pw[h * ps + jj];
-              const float pf = s == -INFINITY ? 0.0f : exp2f(s - m_new[h]);
+              const float pf = unnormalized_p(s, m_new[h]);
               const float pq = round_p_as<decltype(kind)::value>(pr, pf * p_mult);
               Pw[h * ps + jj] = pq;
               const float term = quantized_sum ? pq : pf;
@@ -603,7 +603,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
 #pragma unroll
         for (int h = 0; h < H; ++h) {
           round_sum[warp * kMaxHeads + h] = row_sum[h];
-          round_alpha[warp * kMaxHeads + h] = m_old[h] == -INFINITY ? 0.0f : exp2f(m_old[h] - m_new[h]);
+          round_alpha[warp * kMaxHeads + h] = rescale_factor(m_old[h], m_new[h]);
         }
 
       // This warp's accumulators, from its previous tile's max (and power of two) to this tile's.
@@ -644,7 +644,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
         const float to_tile = pow2_normal(e_prev - e_tile);
         float f[H];
 #pragma unroll
-        for (int h = 0; h < H; ++h) f[h] = (m_prev[h] == -INFINITY ? 0.0f : exp2f(m_prev[h] - m_new[h])) * to_tile;
+        for (int h = 0; h < H; ++h) f[h] = rescale_factor(m_prev[h], m_new[h]) * to_tile;
         const float f0 = pick(f, 2 * t), f1 = pick(f, 2 * t + 1);
 #pragma unroll
         for (int s = 0; s < kSpans; ++s)

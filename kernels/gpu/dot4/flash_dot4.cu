@@ -11,6 +11,7 @@
 #include "kernels/formats/exp2.hpp"
 #include "kernels/gpu/dot4/flash_dot4.hpp"
 #include "kernels/gpu/common/platform.hpp"
+#include "kernels/gpu/common/online_softmax.hpp"
 #include "kernels/gpu/common/query_rows.hpp"
 #include "kernels/gpu/prepare/prepare.hpp"
 
@@ -118,11 +119,11 @@ __device__ void run_tiles(const Params& p, float* pq, float* pt, int h, int kh, 
     float m_new = fmaxf(st.m, tile_max);
     if (p.tau > 0 && st.m != neg_inf && m_new - st.m <= p.tau) m_new = st.m;  // lazy: P may reach 2^tau
     if (m_new == neg_inf) continue;
-    const float alpha = st.m == neg_inf ? 0.0f : exp2_rn(st.m - m_new);
+    const float alpha = rescale_factor(st.m, m_new, Exp2Emulator{});
     // Online softmax: P against the running max, quantized with its static multiplier.
     for (int u = 0; u * kWaveSize < p.bc; ++u) {
       const int jj = lane + u * kWaveSize;
-      const float pf = s_lane[u] == neg_inf ? 0.0f : exp2_rn(s_lane[u] - m_new);
+      const float pf = unnormalized_p(s_lane[u], m_new, Exp2Emulator{});
       const float q = static_cast<float>(decode(p.pf, quantize(p.pf, pf, p.p_mult)));
       if (jj < p.bc) {
         pq[jj] = jj < w ? q : 0.0f;
@@ -211,7 +212,7 @@ __global__ void flash_dot4_kernel(Params p) {
   for (int sp = 0; sp < p.splits; ++sp) big_m = fmaxf(big_m, split_mllp[3 * sp]);
   float big_l = 0.0f, big_lp = 0.0f, o[kMaxChannelsPerLane] = {};
   for (int sp = 0; sp < p.splits; ++sp) {
-    const float m = split_mllp[3 * sp], f = m == -INFINITY ? 0.0f : exp2_rn(m - big_m);
+    const float m = split_mllp[3 * sp], f = rescale_factor(m, big_m, Exp2Emulator{});
     big_l += f * split_mllp[3 * sp + 1];
     big_lp += f * split_mllp[3 * sp + 2];
     for (int u = 0; u * kWaveSize < p.d; ++u) o[u] += f * part[sp * p.d + lane + u * kWaveSize];

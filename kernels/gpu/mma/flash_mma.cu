@@ -22,6 +22,7 @@
 #include "kernels/gpu/mma/mma_host.hpp"
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/common/fragment_rows.hpp"
+#include "kernels/gpu/common/online_softmax.hpp"
 #include "kernels/gpu/prepare/prepare.hpp"
 
 namespace qattn::gpu {
@@ -225,15 +226,7 @@ __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) f
 
     // Online softmax per row (two rows per lane), P quantized against the running max.
     float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-      const float m_new = fmaxf(m[r], quad_max(mx));
-      alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
-      m[r] = m_new;
-    }
+    fold_tile_max<8>(m, alpha, [&](int nt, int c) { return s[nt][c]; });
     // pa: P as A-operand fragments of the PV product; ps: this lane's share of the rows' sums.
     std::uint32_t pa[kPvChunks][4];
     float ps[2] = {0.0f, 0.0f};
@@ -245,7 +238,7 @@ __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) f
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const float x = s[nt][2 * r + e];
-          pf[e] = x == -INFINITY ? 0.0f : exp2f(x - m[r]);
+          pf[e] = unnormalized_p(x, m[r]);
         }
         std::uint32_t packed;  // P as two fp16 (e4m3 values are fp16 values)
         if constexpr (PV == PvType::e4m3) {

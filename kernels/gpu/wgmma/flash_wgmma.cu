@@ -43,6 +43,7 @@
 #include "kernels/gpu/mma/mma_host.hpp"
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/common/fragment_rows.hpp"
+#include "kernels/gpu/common/online_softmax.hpp"
 #include "kernels/gpu/common/tma.hpp"
 #include "kernels/gpu/common/wgmma.hpp"
 
@@ -375,15 +376,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
 
       // Online softmax per row (two rows per lane), P quantized against the running max.
       float alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int jb = 0; jb < kBc / 8; ++jb) mx = fmaxf(mx, fmaxf(sc[4 * jb + 2 * r], sc[4 * jb + 2 * r + 1]));
-        const float m_new = fmaxf(m[r], quad_max(mx));
-        alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - m_new);
-        m[r] = m_new;
-      }
+      fold_tile_max<kBc / 8>(m, alpha, [&](int jb, int c) { return sc[4 * jb + c]; });
       // pa: P as the A fragments of the kPvSteps instructions; ps: this lane's share of the row sums.
       // e4m3: word w of step st holds 4 keys of row g + 8 (w % 2) from blocks 4 st + 2 (w / 2) and
       // + 1 (two codes each); fp16, bf16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
