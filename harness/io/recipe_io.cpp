@@ -257,6 +257,8 @@ std::string operand_to_string(const OperandQuant& o) {
   if (o.spec.scale_format != FormatId::fp32) s += std::string("/scale:") + name_of(o.spec.scale_format);
   if (o.spec.divide) s += std::string("/div:") + name_of(o.spec.quotient_format);
   if (o.spec.amax_mul) s += "/amax:mul";
+  if (o.spec.signed_max) s += "/amax:signed";
+  if (o.spec.codes_fp32) s += "/codes:fp32";
   if (o.spec.half_away) s += "/round:away";
   if (o.spec.scale_eps != 0) s += "/eps:" + num(o.spec.scale_eps);
   return s;
@@ -264,7 +266,7 @@ std::string operand_to_string(const OperandQuant& o) {
 
 static OperandQuant parse_operand(const std::string& s, const std::string& what) {
   const std::vector<std::string> parts = split(s, '/');
-  if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT][/div[:FORMAT]][/amax:mul][/round:away][/eps:E]");
+  if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT][/div[:FORMAT]][/amax:mul|signed][/round:away][/eps:E][/codes:fp32]");
   OperandQuant o;
   o.spec.format = parse_format(parts[0], what);
   o.unit_scale = parts.size() == 1;
@@ -288,8 +290,13 @@ static OperandQuant parse_operand(const std::string& s, const std::string& what)
     } else if (head == "scale") {
       o.spec.scale_format = parse_format(arg, what + " scale");
     } else if (head == "amax") {
-      if (arg != "mul") bad(what, "'" + s + "': amax takes 'mul' (the scale as absmax x fp32(1/max))");
-      o.spec.amax_mul = true;
+      if (arg != "mul" && arg != "signed") {
+        bad(what, "'" + s + "': amax takes 'mul' (the scale as absmax x fp32(1/max)) or 'signed' (q4_0's grid: the element of largest magnitude at -(max + 1))");
+      }
+      (arg == "mul" ? o.spec.amax_mul : o.spec.signed_max) = true;
+    } else if (head == "codes") {
+      if (arg != "fp32") bad(what, "'" + s + "': codes takes 'fp32' (codes from the fp32 scale, before it is rounded to the stored scale format)");
+      o.spec.codes_fp32 = true;
     } else if (head == "round") {
       if (arg != "away") bad(what, "'" + s + "': round takes 'away' (ties away from zero by an fp32 add of 0.5, then truncation)");
       o.spec.half_away = true;
@@ -452,11 +459,14 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
       if (flag("amax_mul")) text += "/amax:mul";
       if (flag("round_away")) text += "/round:away";
       if (value.contains("eps")) text += "/eps:" + num(number("eps"));
+      if (flag("amax_signed")) text += "/amax:signed";
+      if (flag("codes_fp32")) text += "/codes:fp32";
       for (const auto& [k2, v2] : value.items()) {
         (void)v2;
         if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "period" && k2 != "width" && k2 != "scale_format" && k2 != "divide" &&
-            k2 != "amax_mul" && k2 != "round_away" && k2 != "eps") {
-          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, period, width, static, scale_format, divide, amax_mul, round_away, eps");
+            k2 != "amax_mul" && k2 != "round_away" && k2 != "eps" &&
+            k2 != "amax_signed" && k2 != "codes_fp32") {
+          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, period, width, static, scale_format, divide, amax_mul, round_away, eps, amax_signed, codes_fp32");
         }
       }
     } else {

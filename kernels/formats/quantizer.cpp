@@ -17,6 +17,36 @@ namespace {
 constexpr const char* kGranularityNames[] = {"tensor", "head", "token", "block", "channel", "group", "kvhead", "thread"};
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+// q4_0's grid (QuantSpec::signed_max): d = m / -(max + 1) in fp32, codes from fp32 1/d, d stored in
+// the scale format with its sign; an all-zero group keeps the lab's s = 1 and zero codes.
+QuantizedTensor quantize_signed_max(const TensorF& x, QuantizedTensor q, const std::vector<float>& signed_m, const Format& f,
+                                    const Format& sf) {
+  const float top = static_cast<float>(max_finite(f)) + 1.0f;  // 8 for int4: the max's own code is -8
+  std::vector<float> inv(signed_m.size());
+  q.scales.resize(signed_m.size());
+  for (std::size_t i = 0; i < signed_m.size(); ++i) {
+    const float d = signed_m[i] / -top;
+    const double stored = d == 0 ? 1.0 : round_to(sf, static_cast<double>(d));
+    if (stored == 0 || !std::isfinite(stored)) {
+      throw NumericFailure("quantize: scale " + std::to_string(d) + " (group " + std::to_string(i) +
+                           ") is not representable in scale format '" + name_of(q.spec.scale_format) + "'");
+    }
+    q.scales[i] = static_cast<float>(stored);
+    inv[i] = d == 0 ? 0.0f : 1.0f / d;
+  }
+  const std::uint32_t mask = (std::uint32_t{1} << f.bits) - 1;
+  const int highest = static_cast<int>(2 * top) - 1;  // 15 for int4
+  for (int h = 0; h < x.heads; ++h)
+    for (int n = 0; n < x.tokens; ++n)
+      for (int c = 0; c < x.dim; ++c) {
+        const float scaled = x(h, n, c) * inv[q.scale_index(h, n, c)];
+        const float biased = scaled + (top + 0.5f);  // two fp32 roundings, as ggml's C computes them
+        const int code = std::min(highest, static_cast<int>(biased)) - static_cast<int>(top);
+        q.codes[x.index(h, n, c)] = static_cast<std::uint32_t>(code) & mask;  // two's complement, as decode reads it
+      }
+  return q;
+}
 }  // namespace
 
 const char* name_of(Granularity g) { return kGranularityNames[static_cast<int>(g)]; }
@@ -59,6 +89,11 @@ void validate(const QuantSpec& s, int heads, int tokens, int dim) {
   }
   if (s.half_away && format_of(s.format).kind != Kind::integer) {
     throw std::invalid_argument(std::string("quant spec (") + fmt + "): round:away rounds integer codes; expected an integer format");
+  }
+  if (s.signed_max && (format_of(s.format).kind != Kind::integer || s.rule != ScaleRule::dynamic_absmax || s.divide || s.amax_mul ||
+                       s.half_away || s.scale_eps != 0)) {
+    throw std::invalid_argument("quant spec (" + fmt + "): amax:signed (q4_0's grid) needs an integer format with a dynamic scale, "
+                                "without /div, /amax:mul, /round:away or /eps");
   }
   if (!(s.scale_eps >= 0 && s.scale_eps < 1)) {
     throw std::invalid_argument("quant spec (" + fmt + "): eps " + std::to_string(s.scale_eps) + " added to each scale; expected 0 <= eps < 1");
@@ -118,15 +153,17 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
   const Format f = format_of(spec.format);
   const Format sf = format_of(spec.scale_format);
 
-  std::vector<float> absmax(ns, 0.0f);
+  std::vector<float> absmax(ns, 0.0f), signed_m(ns, 0.0f);
   if (spec.rule == ScaleRule::dynamic_absmax) {
     for (int h = 0; h < x.heads; ++h)
       for (int n = 0; n < x.tokens; ++n)
         for (int c = 0; c < x.dim; ++c) {
-          float& m = absmax[q.scale_index(h, n, c)];
-          m = std::max(m, std::fabs(x(h, n, c)));
+          const std::size_t g = q.scale_index(h, n, c);
+          if (std::fabs(x(h, n, c)) > absmax[g]) signed_m[g] = x(h, n, c);  // the first of equal magnitudes
+          absmax[g] = std::max(absmax[g], std::fabs(x(h, n, c)));
         }
   }
+  if (spec.signed_max) return quantize_signed_max(x, std::move(q), signed_m, f, format_of(spec.scale_format));
   q.scales.resize(ns);
   std::vector<float> inv(ns);
   for (std::size_t i = 0; i < ns; ++i) {
@@ -141,7 +178,7 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
                               ") is not representable in scale format '" + name_of(spec.scale_format) + "'");
     }
     q.scales[i] = static_cast<float>(stored);
-    inv[i] = 1.0f / q.scales[i];
+    inv[i] = 1.0f / (spec.codes_fp32 ? static_cast<float>(s) : q.scales[i]);
   }
   if (spec.divide) {
     const Format qf = format_of(spec.quotient_format);

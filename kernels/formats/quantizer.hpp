@@ -59,6 +59,13 @@ struct QuantSpec {
   // scale_eps: s = fp32(s + eps) before the scale format, as SageAttention 2's quantizers add 1e-7
   // to each absmax / 127 (it keeps an all-zero group's scale finite); 0: none.
   double scale_eps = 0;
+  // ggml's quantizers. codes_fp32: codes formed with the scale in fp32, before it is rounded to the
+  // scale format that is stored (q8_0 stores d in fp16 but codes x with fp32 1/d). signed_max
+  // (q4_0's grid): s = m / -(max + 1) with m the group's element of largest magnitude (the first of
+  // equals), sign kept, so m gets the code -(max + 1) (-8 for int4) and the others
+  // min(max, floor(fp32(fp32(x / s) + max + 1.5)) - (max + 1)), rounded half up; codes from fp32 s.
+  bool codes_fp32 = false;
+  bool signed_max = false;
 };
 
 const char* name_of(Granularity g);

@@ -47,6 +47,21 @@ const std::vector<RecipePreset>& recipe_presets() {
        "q=int8/group:32/div k=int4/group:32/scale:fp16 v=int4/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
        "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh, ggml-quants.c",
        "read from source, not run: q4_0's own grid (absmax/8, codes -8..7, rounded half up) is not the lab's symmetric int4 at absmax/7, a large part of its low score"},
+      {"llamacpp-q8_0-cpu",
+       "q=int8/group:32/scale:fp16/codes:fp32 k=int8/group:32/scale:fp16/codes:fp32 v=int8/group:32/scale:fp16/codes:fp32 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x1",
+       "github ggml-org/ggml, commit d99724f, src/ggml-cpu/ops.cpp (ggml_compute_forward_flash_attn_ext_f16), arch/x86/quants.c; built here (x86, GGML_NATIVE=OFF: AVX2)",
+       "run on x86 (scripts/peers/llamacpp_cpu, prove_llamacpp_cpu.py), prefill and single-row decode: Q converted to q8_0 like K, "
+       "codes from the fp32 scale and d stored in fp16, V dequantized to fp32, one key at a time in fp32; not modelled: expf in place of "
+       "exp2, the final multiply by 1/S, the 8-lane order of the dot products"},
+      {"llamacpp-q4_0-cpu",
+       "q=int8/group:32/scale:fp16/codes:fp32 k=int4/group:32/scale:fp16/amax:signed v=int4/group:32/scale:fp16/amax:signed acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x1",
+       "github ggml-org/ggml, commit d99724f, src/ggml-cpu/ops.cpp, ggml-quants.c (quantize_row_q4_0_ref); built here (x86, AVX2)",
+       "run on x86 as llamacpp-q8_0-cpu: q4_0's grid (the element of largest magnitude at -8, the others -8..7 rounded half up, codes "
+       "from the fp32 scale: amax:signed), Q in q8_0"},
+      {"llamacpp-f16-cpu", "q=fp32 k=fp16 v=fp16 p=fp32 acc.pv=fp32 tiles=64x64",
+       "github ggml-org/ggml, commit d99724f, src/ggml-cpu/ops.cpp (the tiled path for 64 or more query rows); built here (x86, AVX2)",
+       "run on x86: prefill only (64 or more rows of a ubatch: fp32 Q, K and V widened to fp32, 64x64 tiles); single-row decode "
+       "takes another path (fp16 Q, an fp16 accumulator rescaled in fp16, keys split over threads) that this preset does not model"},
       {"zinc",
        "q=int8/token k=int8/token ksmooth=global acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=fp32",
        "the ZINC write-up's prefill recipe: int8 Q K^T with K's mean removed, e4m3 P at 448 and e4m3 V",

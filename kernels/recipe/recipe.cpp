@@ -25,6 +25,10 @@ void check_operand(const OperandQuant& o, const char* name) {
       (o.spec.block <= 0 || o.spec.period <= 0 || o.spec.width <= 0 || o.spec.block % o.spec.period != 0 || o.spec.period % o.spec.width != 0)) {
     bad(n + ".block", "thread granularity needs TILE:PERIOD:WIDTH positive, the period dividing the tile and the width dividing the period");
   }
+  if (o.spec.signed_max && (f.kind != Kind::integer || o.spec.rule != ScaleRule::dynamic_absmax || o.spec.divide || o.spec.amax_mul ||
+                            o.spec.half_away || o.spec.scale_eps != 0)) {
+    bad(n + ".amax", "amax:signed (q4_0's grid) needs an integer format with a dynamic scale, without /div, /amax:mul, /round:away or /eps");
+  }
   if (o.spec.rule == ScaleRule::static_multiplier && !(o.spec.multiplier > 0 && std::isfinite(o.spec.multiplier))) {
     bad(n + ".static", "the static multiplier must be positive and finite");
   }

@@ -488,6 +488,12 @@ NB_MODULE(_core, m) {
     const TensorF x = to_tensor(t, "t");
     if (head < 0 || head >= x.heads) throw std::invalid_argument("channel_outliers: head " + std::to_string(head) + " outside 0.." + std::to_string(x.heads - 1));
     if (tokens < 0 || tokens > x.tokens) throw std::invalid_argument("channel_outliers: tokens " + std::to_string(tokens) + " outside 0.." + std::to_string(x.tokens));
+    for (int n = 0; n < (tokens > 0 ? tokens : x.tokens); ++n)
+      for (int ch = 0; ch < x.dim; ++ch)
+        if (!std::isfinite(x(head, n, ch))) {
+          throw std::invalid_argument("channel_outliers: t[" + std::to_string(head) + ", " + std::to_string(n) + ", " + std::to_string(ch) +
+                                      "] is " + (std::isnan(x(head, n, ch)) ? "NaN" : "Inf") + "; expected finite values");
+        }
     const ChannelOutliers c = channel_outliers(x, head, tokens, subtract_mean);
     nb::dict d;
     d["absmax"] = rows_array(std::vector<double>(c.absmax));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Scores each peer's outputs (OUT_DIR/<dump>-<kernel>.h5, written by prove-peers-on-h200.sh) on its
-# dump against the preset of the kernel's name (preset=fa3-fp8, ...), and prints one line per layer:
+# dump against the preset of the kernel's name (preset=fa3-fp8, ...; a kernel named PRESET-decode
+# against PRESET), and prints one line per layer:
 # kernel vs float64, recipe vs float64, kernel vs recipe, and whether the rule (kernel vs recipe at
 # least 30 dB beyond the recipe's own error) holds. Reports go to OUT_DIR/scores/.
 # Usage: bash scripts/peers/score-peers.sh OUT_DIR DUMP [DUMP ...]   (QATTN: the qattn binary)
@@ -13,7 +14,9 @@ for dump in "$@"; do
   for outputs in "$out/$stem"-*.h5; do
     [[ -e $outputs ]] || continue
     name=$(basename "$outputs" .h5)
-    "$qattn" score "$dump" "$outputs" --recipe "preset=${name#"$stem"-}" --output "$out/scores/$name" --force --quiet > /dev/null
+    kernel=${name#"$stem"-}
+    # single-row decode outputs of a preset's kernel are named PRESET-decode
+    "$qattn" score "$dump" "$outputs" --recipe "preset=${kernel%-decode}" --output "$out/scores/$name" --force --quiet > /dev/null
     # layer, kernel vs float64, recipe vs float64, kernel vs recipe, and its margin over the recipe's error
     awk -F'|' -v name="$stem" '$2 !~ /kernel|---/ && NF > 10 {
       printf "%-22s %-18s layer %-4s kernel %6.2f  recipe %6.2f  kernel-vs-recipe %6.2f  margin %6.2f %s\n", name, $2, $3, $7, $9, $10,

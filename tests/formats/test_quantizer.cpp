@@ -199,3 +199,46 @@ TEST_CASE("eps joins each scale in fp32, and a division's quotient may round hal
   s.scale_eps = 2;
   CHECK(error_text([&] { (void)quantize(x, s); }).find("eps 2.000000 added to each scale; expected 0 <= eps < 1") != std::string::npos);
 }
+
+TEST_CASE("q4_0's grid: the element of largest magnitude at -8, the others rounded half up", "[quantizer]") {
+  // ggml's quantize_row_q4_0_ref: d = m / -8 with m the first element of largest magnitude, signed;
+  // code = min(15, trunc(x / d + 8.5)) - 8.
+  QuantSpec s = spec_of(FormatId::int4, Granularity::tensor);
+  s.signed_max = true;
+  const auto run = [&](std::vector<float> values, float scale, std::vector<int> codes) {
+    TensorF x(1, 1, static_cast<int>(values.size()));
+    x.data = values;
+    const QuantizedTensor q = quantize(x, s);
+    CHECK(q.scales[0] == scale);
+    for (std::size_t i = 0; i < codes.size(); ++i) CHECK(decode(format_of(FormatId::int4), q.codes[i]) == codes[i]);
+  };
+  run({1.0f, -4.0f, 1.25f, 4.0f}, 0.5f, {2, -8, 3, 7});  // -4 comes first; 2.5 rounds up to 3; 4 / 0.5 = 8 clamps to 7
+  run({3.0f, -1.0f, 0.1875f}, -0.375f, {-8, 3, 0});     // a positive max: d < 0; -1 / -0.375 = 2.67 -> 3; 0.1875 -> -0.5 + 8.5 = 8 -> 0
+  s.scale_eps = 1e-7;
+  TensorF x(1, 1, 2);
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("amax:signed (q4_0's grid) needs an integer format with a dynamic scale") != std::string::npos);
+}
+
+TEST_CASE("codes:fp32 forms codes from the scale before it is rounded to the stored format", "[quantizer]") {
+  // ggml's q8_0 stores d in fp16 but codes x with the fp32 d; the lab's default codes with the stored d.
+  const TensorF x = random_tensor(2, 40, 32, 9);
+  QuantSpec s = spec_of(FormatId::int8, Granularity::group, 32);
+  s.scale_format = FormatId::fp16;
+  const QuantizedTensor stored = quantize(x, s);
+  s.codes_fp32 = true;
+  const QuantizedTensor early = quantize(x, s);
+  CHECK(early.scales == stored.scales);  // the same fp16 scales are kept
+  int differ = 0;
+  for (int h = 0; h < 2; ++h)
+    for (int n = 0; n < 40; ++n) {
+      float amax = 0;
+      for (int c = 0; c < 32; ++c) amax = std::max(amax, std::fabs(x(h, n, c)));
+      const float inv = 1.0f / static_cast<float>(amax / 127.0);
+      for (int c = 0; c < 32; ++c) {
+        const std::size_t i = x.index(h, n, c);
+        REQUIRE(decode(format_of(FormatId::int8), early.codes[i]) == std::nearbyint(x(h, n, c) * inv));
+        differ += early.codes[i] != stored.codes[i];
+      }
+    }
+  CHECK(differ > 0);  // fp16's 11 bits move some codes (a few percent of them here)
+}

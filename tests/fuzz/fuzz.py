@@ -111,7 +111,7 @@ INTERNAL_RE = re.compile(r"\bH5[A-Z][A-Za-z_]*\b")
 FORMATS = ["fp32", "bf16", "fp16", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e2m1", "e8m0", "int8", "int4"]
 BAD_FORMATS = ["int16", "fp8", "E4M3", "Int8", "int 8", "fp64", "e3m4", "int2", "uint8", "", "e8m0 ", "int8\t"]
 GRANS = ["tensor", "head", "token", "channel", "block:{n}", "group:{n}", "block", "group", "row", "token:{n}",
-         "group:{n}:{n}", "block:"]
+         "group:{n}:{n}", "block:", "kvhead", "kvhead:{n}", "thread:{n}:{n}:{n}", "thread:{n}", "thread:{n}:{n}", "thread"]
 INTS = ["0", "1", "2", "3", "4", "7", "8", "16", "17", "31", "32", "33", "63", "64", "65", "128", "-1", "-16",
         "-2147483648", "2147483647", "2147483648", "4294967295", "4294967296", "4294967297", "1000000000",
         "9223372036854775807", "9223372036854775808", "18446744073709551616", "99999999999999999999",
@@ -143,7 +143,7 @@ ENUMS = {
     "qflash.start": ["lab", "kernel", "x"], "qflash.tail": ["lab", "pad", "x"], "qflash.div": ["lab", "trunc32", "x"],
 }
 PRESETS = ["qflash-46adca5", "sageattn-1.0.6", "sageattn2-sm90", "sageattn2-sm89", "fa3-fp8", "llamacpp-q8_0",
-           "llamacpp-q4_0", "zinc", "dot4-packed16", "qflash-lab", "bogus", "", "QFLASH-LAB", "zinc "]
+           "llamacpp-q4_0", "fa3-bf16", "llamacpp-q8_0-cpu", "llamacpp-q4_0-cpu", "llamacpp-f16-cpu", "zinc", "dot4-packed16", "qflash-lab", "bogus", "", "QFLASH-LAB", "zinc "]
 RECIPE_KEYS = ["q", "k", "p", "v", "ksmooth", "ksmooth_block", "qsmooth", "vsmooth", "rotation", "softmax",
                "denominator", "acc.qk", "acc.pv", "tiles", "split", "tau", "qflash.consts", "qflash.exp",
                "qflash.requant", "qflash.release", "qflash.start", "qflash.tail", "qflash.div", "ksmooth.format",
@@ -380,7 +380,8 @@ def gen_operand(rng, key):
     for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
         s = rng.choice(["scale:" + rng.choice(FORMATS + BAD_FORMATS[:3]), "div", "div:" + rng.choice(FORMATS + [""]),
                         "amax:mul", "amax:" + rng.choice(["div", "x", ""]), "round:away", "round:" + rng.choice(ROUNDS),
-                        "static:" + rng.choice(STATICS), "scale:e8m0", "", "tensor", "x:1"])
+                        "static:" + rng.choice(STATICS), "scale:e8m0", "", "tensor", "x:1", "eps:" + rng.choice(STATICS),
+                        "amax:signed", "codes:fp32", "codes:" + rng.choice(FORMATS + [""])])
         parts.append(s)
     return "/".join(parts)
 
@@ -394,7 +395,7 @@ def mutate_operand(rng, value, key):
         return gen_operand(rng, key)
     elif op == 2:
         parts.append(rng.choice(["static:" + rng.choice(STATICS), "scale:" + rng.choice(FORMATS), "div", "amax:mul",
-                                 "round:away", ""]))
+                                 "round:away", "", "eps:1e-07", "amax:signed", "codes:fp32"]))
     elif op == 3 and len(parts) > 1:
         del parts[rng.randrange(1, len(parts))]
     elif op == 4 and len(parts) > 1:

@@ -89,6 +89,10 @@ def test_statistics(dump):
     c = qattn.channel_outliers(d["k"], 0)
     assert c["ratio"] == pytest.approx(c["max"] / c["median"], rel=1e-15)
     assert c["absmax"].shape == (64,)
+    bad = np.array(d["k"])
+    bad[0, 3, 5] = np.inf
+    with pytest.raises(ValueError, match=r"channel_outliers: t\[0, 3, 5\] is Inf; expected finite values"):
+        qattn.channel_outliers(bad, 0)
     p = qattn.reference(d["q"], d["k"], d["v"], causal=True, prob_rows=[511])["probs"][0, 0]
     mass = qattn.mass_per_decade(p)
     assert mass.shape == (9,) and mass.sum() == pytest.approx(1.0, abs=1e-12)

@@ -159,3 +159,24 @@ def test_sageattention2_scales_a_lanes_strided_rows_and_adds_its_epsilon():
     near = sage2_distance("15", "preset=sageattn2-sm90")
     assert near > sage2_distance("15", "preset=sageattn2-sm90 q=int8/block:2/div/round:away/eps:1e-7 k=int8/block:32/div/round:away/eps:1e-7") + 10
     assert near > sage2_distance("15", "preset=sageattn2-sm90 q=int8/thread:16:8:1/div/round:away k=int8/thread:128:8:2/div/round:away") + 10
+
+
+@pytest.mark.parametrize("kind, layer, measured", [
+    # Measured on these rows when the presets were set (ggml d99724f's CPU flash attention, x86
+    # AVX2); the rule asks 30 dB beyond the presets' 43.9 / 35.5 (q8_0) and 21.3 / 14.4 (q4_0) dB here.
+    ("q8_0", "0", 85.08), ("q8_0", "15", 66.00), ("q4_0", "0", 85.98), ("q4_0", "15", 70.63),
+])
+def test_llamacpp_cpu_presets_stay_as_near_the_kernel_as_measured(kind, layer, measured):
+    path = f"ggml-d99724f-cpu/smollm2-llamacpp-{kind}-cpu.h5"
+    assert recorded_distance(path, layer, f"preset=llamacpp-{kind}-cpu") > measured - 0.5
+
+
+def test_llamacpp_cpu_codes_from_the_fp32_scale_and_q4_0s_own_grid():
+    # ggml codes with the fp32 d and stores it in fp16 (codes:fp32), and q4_0 puts the element of
+    # largest magnitude at -8 (amax:signed): each more than 15 dB of the distance on these rows.
+    q8 = "ggml-d99724f-cpu/smollm2-llamacpp-q8_0-cpu.h5"
+    assert recorded_distance(q8, "15", "preset=llamacpp-q8_0-cpu") > recorded_distance(
+        q8, "15", "preset=llamacpp-q8_0-cpu q=int8/group:32/scale:fp16 k=int8/group:32/scale:fp16 v=int8/group:32/scale:fp16") + 15
+    q4 = "ggml-d99724f-cpu/smollm2-llamacpp-q4_0-cpu.h5"
+    assert recorded_distance(q4, "15", "preset=llamacpp-q4_0-cpu") > recorded_distance(
+        q4, "15", "preset=llamacpp-q4_0-cpu k=int4/group:32/scale:fp16/codes:fp32 v=int4/group:32/scale:fp16/codes:fp32") + 15

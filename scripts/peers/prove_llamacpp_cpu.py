@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""llama.cpp's CPU flash attention (ggml_flash_attn_ext over a q8_0 / q4_0 / f16 KV cache, run by
+the harness scripts/peers/llamacpp_cpu/attn_ggml) on a dump's layers, written as qattn-outputs/1
+files for `qattn score` and `qattn fit`.
+
+Per cache type it writes OUT/DUMP-llamacpp-TYPE-cpu.h5 (every row of every layer, causal as the
+dump says; prefill in llama.cpp's ubatches; the name after the dump's is the type's preset) and,
+for causal dumps, OUT/DUMP-llamacpp-TYPE-cpu-decode.h5 (a seeded sample of rows, each run alone as
+single-token decode against keys 0..i; its `rows` dataset names them); scripts/peers/score-peers.sh
+scores them against the presets. --synth makes seeded random dumps with `qattn synth` instead and does the same
+for each. --check-threads runs the first layer again with one thread and compares the bytes.
+
+Usage: prove_llamacpp_cpu.py HARNESS OUT (--dump DUMP | --synth QATTN) [--types q8_0,q4_0,f16]
+Run with .venv/bin/python and PYTHONPATH=build/python (the qattn package)."""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+import qattn
+
+# Each cache type's preset: the recipe attribute of its outputs and the name after the dump's.
+PRESETS = {"q8_0": "llamacpp-q8_0-cpu", "q4_0": "llamacpp-q4_0-cpu", "f16": "llamacpp-f16-cpu"}
+
+# Random inputs: (name, synth options). Small enough for a 2-core machine; N not a multiple of 32.
+SYNTH_CASES = [
+    ("synth-d64-causal-gqa4-n1000", ["--dim", "64", "--q-heads", "8", "--kv-heads", "2", "--tokens", "1000", "--causal", "1"]),
+    ("synth-d128-causal-gqa2-n1000", ["--dim", "128", "--q-heads", "4", "--kv-heads", "2", "--tokens", "1000", "--causal", "1"]),
+    ("synth-d64-full-gqa2-n1000", ["--dim", "64", "--q-heads", "4", "--kv-heads", "2", "--tokens", "1000", "--causal", "0"]),
+    ("synth-d128-full-mha-n777", ["--dim", "128", "--q-heads", "2", "--kv-heads", "2", "--tokens", "777", "--causal", "0",
+                                  "--outlier-channels", "4", "--outlier-ratio", "10", "--sinks", "1"]),
+]
+
+
+def fail(msg):
+    sys.exit(f"prove_llamacpp_cpu: {msg}")
+
+
+def run_harness(harness, d, cache_type, threads, work, decode_rows=None):
+    """Runs the harness on one layer's tensors; returns float32 [Hq, R, d]."""
+    q, k, v = (np.ascontiguousarray(d[x], dtype=np.float32) for x in ("q", "k", "v"))
+    hq, n, dim = q.shape
+    hkv = k.shape[0]
+    paths = {x: os.path.join(work, f"{x}.f32") for x in ("q", "k", "v", "o")}
+    for x, arr in (("q", q), ("k", k), ("v", v)):
+        arr.tofile(paths[x])
+    argv = [harness, "--q", paths["q"], "--k", paths["k"], "--v", paths["v"], "--out", paths["o"],
+            "--hq", str(hq), "--hkv", str(hkv), "--n", str(n), "--d", str(dim),
+            "--scale", repr(float(d["softmax_scale"])), "--type", cache_type,
+            "--causal", "1" if d["causal"] else "0", "--threads", str(threads)]
+    if decode_rows is not None:
+        argv += ["--decode-rows", ",".join(str(int(r)) for r in decode_rows)]
+    res = subprocess.run(argv, capture_output=True, text=True)
+    if res.returncode != 0:
+        fail(f"{harness} exited with {res.returncode}: {res.stderr.strip()}")
+    rows = n if decode_rows is None else len(decode_rows)
+    o = np.fromfile(paths["o"], dtype=np.float32)
+    if o.size != hq * rows * dim:
+        fail(f"{paths['o']}: expected {hq * rows * dim} float32 values [Hq={hq}, R={rows}, d={dim}], got {o.size}")
+    o = o.reshape(hq, rows, dim)
+    if not np.isfinite(o).all():
+        fail(f"{cache_type}: the harness returned a non-finite output")
+    return o
+
+
+def decode_sample(n, count, seed):
+    """Seeded rows for single-token decode: spread over [0, N), the last row always included."""
+    rng = np.random.default_rng(seed)
+    rows = set(rng.choice(n, size=min(count, n), replace=False).tolist())
+    rows.add(n - 1)
+    return sorted(rows)
+
+
+def prove_dump(a, dump, out, work):
+    tag = os.path.splitext(os.path.basename(dump))[0] + "-"
+    info = qattn.open_dump(dump)
+    layers = [l["name"] for l in info["layers"]]
+    if a.layers:
+        wanted = a.layers.split(",")
+        missing = [l for l in wanted if l not in layers]
+        if missing:
+            fail(f"{dump}: layers {missing} are not in the dump (it has {layers})")
+        layers = wanted
+    data = {l: qattn.load_layer(dump, l) for l in layers}
+    causal = all(bool(data[l]["causal"]) for l in layers)
+    if any(data[l]["window"] for l in layers):
+        fail(f"{dump}: a layer has a sliding window; this harness has no window mask")
+    n = data[layers[0]]["q"].shape[1]
+    rows = decode_sample(n, a.decode_rows, a.seed) if causal and a.decode_rows > 0 else None
+    attrs = {"dataset": os.path.basename(dump), "harness": "scripts/peers/llamacpp_cpu/attn_ggml",
+             "threads": str(a.threads), "ggml": a.ggml_version}
+    written = []
+    for t in a.types.split(","):
+        if t not in PRESETS:
+            fail(f"--types: '{t}' is not one of {sorted(PRESETS)}")
+        entries = [{"layer": l, "o": run_harness(a.harness, data[l], t, a.threads, work)} for l in layers]
+        path = os.path.join(out, f"{tag}{PRESETS[t]}.h5")
+        qattn.write_outputs(path, PRESETS[t], entries, recipe=f"preset={PRESETS[t]}", attrs=attrs)
+        written.append(path)
+        if rows is not None:
+            dec = [{"layer": l, "o": run_harness(a.harness, data[l], t, a.threads, work, rows), "rows": np.array(rows, dtype=np.int64)}
+                   for l in layers]
+            path = os.path.join(out, f"{tag}{PRESETS[t]}-decode.h5")
+            qattn.write_outputs(path, f"{PRESETS[t]}-decode", dec, recipe=f"preset={PRESETS[t]}", attrs=attrs)
+            written.append(path)
+        if a.check_threads:
+            for mode, r in (("prefill", None), ("decode", rows)):
+                if mode == "decode" and r is None:
+                    continue
+                one = run_harness(a.harness, data[layers[0]], t, 1, work, r)
+                many = run_harness(a.harness, data[layers[0]], t, a.threads, work, r)
+                same = one.tobytes() == many.tobytes()
+                diff = "" if same else f" ({int((one != many).sum())} of {one.size} values differ, max |diff| {float(np.abs(one - many).max()):.3g})"
+                print(f"threads 1 vs {a.threads}, {tag}{t} {mode} layer {layers[0]}: {'bit-equal' if same else 'DIFFERENT'}{diff}")
+    for p in written:
+        print(p)
+    return written
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("harness", help="the attn_ggml binary")
+    ap.add_argument("out", help="output folder")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--dump", help="a qattn-dump/1 file")
+    src.add_argument("--synth", metavar="QATTN", help="the qattn binary: make seeded random dumps with `qattn synth` (into OUT/inputs)")
+    ap.add_argument("--types", default="q8_0,q4_0,f16", help="cache types, comma-separated (q8_0, q4_0, f16)")
+    ap.add_argument("--layers", default="", help="layer names, comma-separated (default: all)")
+    ap.add_argument("--decode-rows", type=int, default=32, help="rows sampled for single-token decode (0: none)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--check-threads", action="store_true", help="also run the first layer with 1 thread and compare bytes")
+    ap.add_argument("--ggml-version", default="ggml d99724f", help="recorded in the outputs' attributes")
+    a = ap.parse_args()
+    if not os.access(a.harness, os.X_OK):
+        fail(f"{a.harness}: not an executable (build scripts/peers/llamacpp_cpu first)")
+    os.makedirs(a.out, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="prove_llamacpp_cpu.") as work:
+        if a.dump:
+            prove_dump(a, a.dump, a.out, work)
+            return
+        inputs = os.path.join(a.out, "inputs")
+        os.makedirs(inputs, exist_ok=True)
+        for i, (name, opts) in enumerate(SYNTH_CASES):
+            dump = os.path.join(inputs, f"{name}.h5")
+            argv = [a.synth, "synth", "--out", dump, "--seed", str(a.seed + i), "--dtype", "fp32", "--force"] + opts
+            res = subprocess.run(argv, capture_output=True, text=True)
+            if res.returncode != 0:
+                fail(f"{' '.join(argv)} exited with {res.returncode}: {res.stderr.strip()}")
+            prove_dump(a, dump, a.out, work)
+
+
+if __name__ == "__main__":
+    main()
