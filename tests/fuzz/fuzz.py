@@ -122,7 +122,7 @@ STATICS = ["127", "448", "240", "57344", "0.5", "1", "2", "8", "1e38", "3.4e38",
            "1e-45", "1e-46", "5e-324", "1e-320", "0x1p3", "1e", "", "abc", "127.0000000000000000001", "1_000",
            "127 ", "4.5e15", "2147483648", "16777217"]
 ROUNDS = ["zero", "even", "away", "up", "down", "", "nearest"]
-ACCS = ["exact", "fp32", "fp16", "bf16", "h200_hmma", "h200_e4m3_mma", "h200_wgmma_f16", "h200_e4m3_wgmma", "h200_e4m3_wgmma_tile", "h200_hmma_tile", "h200_wgmma_bf16", "h200_wgmma_bf16_tile", "int32", "", "mma", "mma()",
+ACCS = ["exact", "fp32", "fp16", "bf16", "h200_hmma", "h200_e4m3_mma", "h200_wgmma_f16", "h200_e4m3_wgmma", "h200_e4m3_wgmma_tile", "h200_e4m3_wgmma_tile128", "h200_hmma_tile", "h200_wgmma_bf16", "h200_wgmma_bf16_tile", "int32", "", "mma", "mma()",
         "mma(", "mma(chunk=32", "mma(chunk=32,chunk=16)", "mma(x=1)", "mma(chunk=32,,align=32)", "MMA(chunk=32)"]
 MMA_KEYS = ["chunk", "align", "chunk_bits", "chunk_round", "acc_bits", "add_round", "flush", "fused", "factor_emin"]
 TILE_INTS = ["0", "1", "2", "3", "8", "16", "17", "32", "48", "64", "65", "128", "192", "256", "1024", "65536",

@@ -162,7 +162,7 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("q=int8/token q=int8/tensor"), "key 'q' given twice"));
   CHECK(has(parse_error("acc.pv=mma(chunk=32,bits=3)"), "unknown mma key 'bits'"));
   CHECK(has(parse_error("acc.pv=fp64"), "'fp64': expected exact, fp32, fp16, h200_hmma, h200_hmma_tile, h200_e4m3_mma, h200_e4m3_wgmma, "
-                                         "h200_e4m3_wgmma_tile, h200_wgmma_f16, h200_wgmma_bf16, h200_wgmma_bf16_tile or mma("));
+                                         "h200_e4m3_wgmma_tile, h200_e4m3_wgmma_tile128, h200_wgmma_f16, h200_wgmma_bf16, h200_wgmma_bf16_tile or mma("));
   CHECK(has(parse_error("tiles=64"), "'64': expected BRxBC"));
   CHECK(has(parse_error("split=two"), "'two' is not a number"));
   CHECK(has(parse_error("ksmooth=always"), "unknown value 'always'; expected one of: none, global, block, block_corrected, running"));
