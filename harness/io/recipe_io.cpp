@@ -259,6 +259,7 @@ std::string operand_to_string(const OperandQuant& o) {
   if (o.spec.amax_mul) s += "/amax:mul";
   if (o.spec.signed_max) s += "/amax:signed";
   if (o.spec.codes_fp32) s += "/codes:fp32";
+  if (o.spec.scale_max != 0) s += "/max:" + num(o.spec.scale_max);
   if (o.spec.half_away) s += "/round:away";
   if (o.spec.scale_eps != 0) s += "/eps:" + num(o.spec.scale_eps);
   return s;
@@ -266,7 +267,7 @@ std::string operand_to_string(const OperandQuant& o) {
 
 static OperandQuant parse_operand(const std::string& s, const std::string& what) {
   const std::vector<std::string> parts = split(s, '/');
-  if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT][/div[:FORMAT]][/amax:mul|signed][/round:away][/eps:E][/codes:fp32]");
+  if (parts.empty() || parts[0].empty()) bad(what, "empty operand; expected FORMAT[/GRANULARITY[:N]][/static:S][/scale:FORMAT][/div[:FORMAT]][/amax:mul|signed][/round:away][/eps:E][/codes:fp32][/max:M]");
   OperandQuant o;
   o.spec.format = parse_format(parts[0], what);
   o.unit_scale = parts.size() == 1;
@@ -294,6 +295,9 @@ static OperandQuant parse_operand(const std::string& s, const std::string& what)
         bad(what, "'" + s + "': amax takes 'mul' (the scale as absmax x fp32(1/max)) or 'signed' (q4_0's grid: the element of largest magnitude at -(max + 1))");
       }
       (arg == "mul" ? o.spec.amax_mul : o.spec.signed_max) = true;
+    } else if (head == "max") {
+      o.spec.scale_max = parse_number(arg, what + " max");
+      if (!(o.spec.scale_max > 0 && std::isfinite(o.spec.scale_max))) bad(what, "'" + s + "': max:" + arg + "; expected the positive value the absmax maps to");
     } else if (head == "codes") {
       if (arg != "fp32") bad(what, "'" + s + "': codes takes 'fp32' (codes from the fp32 scale, before it is rounded to the stored scale format)");
       o.spec.codes_fp32 = true;
@@ -461,12 +465,13 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
       if (value.contains("eps")) text += "/eps:" + num(number("eps"));
       if (flag("amax_signed")) text += "/amax:signed";
       if (flag("codes_fp32")) text += "/codes:fp32";
+      if (value.contains("max")) text += "/max:" + num(number("max"));
       for (const auto& [k2, v2] : value.items()) {
         (void)v2;
         if (k2 != "format" && k2 != "static" && k2 != "granularity" && k2 != "block" && k2 != "period" && k2 != "width" && k2 != "scale_format" && k2 != "divide" &&
             k2 != "amax_mul" && k2 != "round_away" && k2 != "eps" &&
-            k2 != "amax_signed" && k2 != "codes_fp32") {
-          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, period, width, static, scale_format, divide, amax_mul, round_away, eps, amax_signed, codes_fp32");
+            k2 != "amax_signed" && k2 != "codes_fp32" && k2 != "max") {
+          bad(what, "unknown operand key '" + k2 + "'; expected format, granularity, block, period, width, static, scale_format, divide, amax_mul, round_away, eps, amax_signed, codes_fp32, max");
         }
       }
     } else {

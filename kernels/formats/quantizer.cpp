@@ -95,6 +95,10 @@ void validate(const QuantSpec& s, int heads, int tokens, int dim) {
     throw std::invalid_argument("quant spec (" + fmt + "): amax:signed (q4_0's grid) needs an integer format with a dynamic scale, "
                                 "without /div, /amax:mul, /round:away or /eps");
   }
+  if (s.scale_max != 0 && !(s.scale_max > 0 && s.scale_max <= max_finite(format_of(s.format)))) {
+    throw std::invalid_argument("quant spec (" + fmt + "): max " + std::to_string(s.scale_max) + "; expected 0 < max <= the format's largest (" +
+                                std::to_string(max_finite(format_of(s.format))) + ")");
+  }
   if (!(s.scale_eps >= 0 && s.scale_eps < 1)) {
     throw std::invalid_argument("quant spec (" + fmt + "): eps " + std::to_string(s.scale_eps) + " added to each scale; expected 0 <= eps < 1");
   }
@@ -166,10 +170,11 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
   if (spec.signed_max) return quantize_signed_max(x, std::move(q), signed_m, f, format_of(spec.scale_format));
   q.scales.resize(ns);
   std::vector<float> inv(ns);
+  const double top = spec.scale_max > 0 ? spec.scale_max : max_finite(f);
   for (std::size_t i = 0; i < ns; ++i) {
     double s = spec.rule == ScaleRule::static_multiplier ? 1.0 / spec.multiplier
-               : spec.amax_mul ? static_cast<double>(absmax[i] * static_cast<float>(1.0 / max_finite(f)))
-                               : static_cast<double>(absmax[i]) / max_finite(f);
+               : spec.amax_mul ? static_cast<double>(absmax[i] * static_cast<float>(1.0 / top))
+                               : static_cast<double>(absmax[i]) / top;
     if (spec.scale_eps > 0) s = static_cast<float>(static_cast<float>(s) + static_cast<float>(spec.scale_eps));
     if (s == 0) s = 1;
     const double stored = round_to(sf, static_cast<double>(static_cast<float>(s)));

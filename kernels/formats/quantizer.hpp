@@ -66,6 +66,9 @@ struct QuantSpec {
   // min(max, floor(fp32(fp32(x / s) + max + 1.5)) - (max + 1)), rounded half up; codes from fp32 s.
   bool codes_fp32 = false;
   bool signed_max = false;
+  // scale_max: the absmax maps to this value instead of the format's largest (SageAttention 2's
+  // fp16-accumulating kernel maps V's to 2.25 in e4m3 so that P V cannot overflow fp16); 0: the format's.
+  double scale_max = 0;
 };
 
 const char* name_of(Granularity g);

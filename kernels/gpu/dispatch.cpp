@@ -423,8 +423,9 @@ std::string not_covered(const Problem& p, const Recipe& r) {
   if (r.out != FormatId::fp32) return "every GPU family stores fp32 outputs; out=" + std::string(name_of(r.out)) + " is emulator-only";
   for (const OperandQuant* o : {&r.q, &r.k, &r.p, &r.v}) {
     if (!o->unit_scale && o->spec.divide) return "the GPU paths quantize by multiplying with the scale's reciprocal; /div (a division) is emulator-only";
-    if (!o->unit_scale && (o->spec.amax_mul || o->spec.half_away || o->spec.scale_eps != 0 || o->spec.signed_max || o->spec.codes_fp32)) {
-      return "the GPU paths quantize with the lab's rule; /amax:mul, /amax:signed, /round:away, /eps and /codes:fp32 are emulator-only";
+    if (!o->unit_scale && (o->spec.amax_mul || o->spec.half_away || o->spec.scale_eps != 0 || o->spec.signed_max || o->spec.codes_fp32 ||
+                           o->spec.scale_max != 0)) {
+      return "the GPU paths quantize with the lab's rule; /amax:mul, /amax:signed, /round:away, /eps, /codes:fp32 and /max are emulator-only";
     }
   }
   if (r.k_smoothing_format != FormatId::fp32 || r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) {

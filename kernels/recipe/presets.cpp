@@ -24,10 +24,13 @@ const std::vector<RecipePreset>& recipe_presets() {
        "another (thread:128:8:2), 1e-7 added to each scale (eps), a true division; P V on the measured e4m3 wgmma, four instructions from zero per 128-key tile added into fp32 O; "
        "not modelled: the quantizer's approximate division, V's scale applied after the division, exp2's approximation"},
       {"sageattn2-sm89",
-       "q=int8/block:4/amax:mul/round:away k=int8/block:16/amax:mul/round:away ksmooth=global ksmooth.format=fp16 acc.qk=exact p=e4m3/static:447.8898 v=e4m3/channel denominator=float tiles=128x64 acc.pv=mma(chunk=32,align=32,chunk_bits=10,chunk_round=even,acc_bits=10,add_round=even,flush=2) out=fp16",
-       "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py, csrc/qattn/attn_utils.cuh (the fp32+fp16 default)",
-       "read from source, not run: its per-thread Q and K scales taken as consecutive rows (sm90's, run, are a lane's strided rows: thread granularity), "
-       "no 1e-7 on the scales, V's 2.25 scale maximum and the fp16 buffer's exponent range not modelled"},
+       "q=int8/thread:32:8:1/div/round:away/eps:1e-07 k=int8/thread:64:8:2/div/round:away/eps:1e-07 ksmooth=global ksmooth.format=fp16 acc.qk=exact p=e4m3/static:447.8898 v=e4m3/channel/max:2.25 denominator=float tiles=128x64 acc.pv=mma(chunk=32,align=32,chunk_bits=10,chunk_round=even,acc_bits=10,add_round=even,flush=2) out=fp16",
+       "github thu-ml/SageAttention, commit d1a57a5, sageattention/core.py (sageattn_qk_int8_pv_fp8_cuda, the fp32+fp16 default), "
+       "csrc/qattn/qk_int_sv_f8_cuda_sm89.cuh, attn_utils.cuh; built for sm90 and run on the H200",
+       "run on the H200 (scripts/peers/prove-peers-on-h200.sh; the sm89 kernel's mma.sync code compiled for sm90): a lane's Q rows "
+       "32w+g+{0,8,16,24} share a scale (thread:32:8:1), its keys 8j+2t+{0,1} of a 64-key tile another (thread:64:8:2), 1e-7 on each "
+       "scale, V's absmax mapped to 2.25 (max:2.25) so that the fp16 accumulator cannot overflow; the fp16 accumulation per 64-key tile "
+       "is as its documentation states it, not measured"},
       {"fa3-fp8",
        "q=e4m3/kvhead k=e4m3/head v=e4m3/head p=e4m3/static:256 denominator=float tiles=192x160 order=reverse acc.qk=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) acc.pv=h200_e4m3_wgmma out=bf16",
        "github Dao-AILab/flash-attention, commit 0251105, hopper/ (mainloop_fwd_sm90_tma_gmma_ws.hpp, softmax.h); run as PyPI fa3-fwd 0.0.3 on the H200",

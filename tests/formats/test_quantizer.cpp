@@ -242,3 +242,18 @@ TEST_CASE("codes:fp32 forms codes from the scale before it is rounded to the sto
     }
   CHECK(differ > 0);  // fp16's 11 bits move some codes (a few percent of them here)
 }
+
+TEST_CASE("max:M maps the absmax to M instead of the format's largest", "[quantizer]") {
+  // SageAttention 2's fp16-accumulating kernel quantizes V per channel to e4m3 within +-2.25.
+  TensorF x(1, 2, 1);
+  x.data = {9.0f, -1.0f};
+  QuantSpec s = spec_of(FormatId::e4m3, Granularity::head);
+  s.scale_max = 2.25;
+  const QuantizedTensor q = quantize(x, s);
+  CHECK(q.scales[0] == 4.0f);                                       // 9 / 2.25
+  CHECK(decode(format_of(FormatId::e4m3), q.codes[0]) == 2.25);     // the absmax at M
+  CHECK(decode(format_of(FormatId::e4m3), q.codes[1]) == -0.25);    // -1 / 4 is exact in e4m3
+  s.scale_max = 500;
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("max 500.000000; expected 0 < max <= the format's largest (448.000000)") !=
+        std::string::npos);
+}

@@ -381,7 +381,7 @@ def gen_operand(rng, key):
         s = rng.choice(["scale:" + rng.choice(FORMATS + BAD_FORMATS[:3]), "div", "div:" + rng.choice(FORMATS + [""]),
                         "amax:mul", "amax:" + rng.choice(["div", "x", ""]), "round:away", "round:" + rng.choice(ROUNDS),
                         "static:" + rng.choice(STATICS), "scale:e8m0", "", "tensor", "x:1", "eps:" + rng.choice(STATICS),
-                        "amax:signed", "codes:fp32", "codes:" + rng.choice(FORMATS + [""])])
+                        "amax:signed", "codes:fp32", "codes:" + rng.choice(FORMATS + [""]), "max:" + rng.choice(STATICS)])
         parts.append(s)
     return "/".join(parts)
 

@@ -115,7 +115,7 @@ TEST_CASE("string and JSON forms round-trip", "[recipe]") {
   for (const char* line : {"q=bf16 k=bf16 p=bf16 v=bf16",
                            "q=int8/token k=int8/token ksmooth=global acc.qk=exact",
                            "q=int8/group:32/scale:fp16 k=int4/group:32/scale:fp16 acc.qk=exact p=int8/static:127 v=int8/block:32",
-                           "q=int8/thread:16:8:1/amax:mul k=int8/thread:128:8:2/div/round:away/eps:1e-07 acc.qk=exact p=e4m3/static:448 v=e4m3/channel",
+                           "q=int8/thread:16:8:1/amax:mul k=int8/thread:128:8:2/div/round:away/eps:1e-07 acc.qk=exact p=e4m3/static:448 v=e4m3/channel/max:2.25",
                            "q=int8/group:32/scale:fp16/codes:fp32 k=int4/group:32/scale:fp16/amax:signed acc.qk=exact v=int4/group:32/amax:signed",
                            "q=e4m3/tensor k=e4m3/head p=e4m3fnuz/static:240 v=e5m2/channel/scale:e8m0 acc.pv=fp16 ksmooth=block_corrected ksmooth_block=16",
                            "q=fp16 k=fp16 p=e4m3/static:448 v=e4m3/channel acc.pv=mma(chunk=16,align=32,chunk_bits=13,chunk_round=even,acc_bits=13,add_round=zero,flush=0) split=8 tau=8"}) {
@@ -154,6 +154,7 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("q=int8/row"), "unknown granularity 'row'"));
   CHECK(has(parse_error("q=int8/token/amax:max k=int8/token"), "amax takes 'mul' (the scale as absmax x fp32(1/max)) or 'signed'"));
   CHECK(has(parse_error("q=int8/token/codes:fp16 k=int8/token"), "codes takes 'fp32'"));
+  CHECK(has(parse_error("v=e4m3/channel/max:-1"), "'e4m3/channel/max:-1': max:-1; expected the positive value the absmax maps to"));
   CHECK(has(parse_error("q=int8/token/amax:signed/round:away k=int8/token"), "recipe field 'q.amax': amax:signed (q4_0's grid) needs"));
   CHECK(has(parse_error("q=int8/token/eps:2 k=int8/token"), "'int8/token/eps:2': eps:2; expected a number in (0, 1) added to each scale"));
   CHECK(has(parse_error("q=int8/thread:16 k=int8/token"), "'int8/thread:16': thread needs TILE:PERIOD:WIDTH"));
