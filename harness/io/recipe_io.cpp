@@ -203,12 +203,19 @@ const Key kKeys[] = {
     {"acc.pv", [](Recipe& r, const std::string& v, const std::string& w) { r.pv_acc = acc_from_string(v, w); }, [](const Recipe& r) { return acc_to_string(r.pv_acc); }},
     {"tiles",
      [](Recipe& r, const std::string& v, const std::string& w) {
+       r.tiles = Tiles{};
+       if (v == "fa3_sm90") {
+         r.tiles.fa3_sm90 = true;
+         return;
+       }
        const auto x = v.find('x');
-       if (x == std::string::npos) bad(w, "'" + v + "': expected BRxBC, e.g. 64x64");
+       if (x == std::string::npos) bad(w, "'" + v + "': expected BRxBC, e.g. 64x64, or fa3_sm90 (FlashAttention-3's choice by head dim and mask)");
        r.tiles.block_q = parse_int(v.substr(0, x), w);
        r.tiles.block_k = parse_int(v.substr(x + 1), w);
      },
-     [](const Recipe& r) { return std::to_string(r.tiles.block_q) + "x" + std::to_string(r.tiles.block_k); }},
+     [](const Recipe& r) {
+       return r.tiles.fa3_sm90 ? std::string("fa3_sm90") : std::to_string(r.tiles.block_q) + "x" + std::to_string(r.tiles.block_k);
+     }},
     {"split", [](Recipe& r, const std::string& v, const std::string& w) { r.split_k = parse_int(v, w); }, [](const Recipe& r) { return std::to_string(r.split_k); }},
     {"tau", [](Recipe& r, const std::string& v, const std::string& w) { r.lazy_rescale_tau = parse_number(v, w); }, [](const Recipe& r) { return num(r.lazy_rescale_tau); }},
     QATTN_ENUM_KEY("qflash.consts", qflash.constants, kQfConsts, &is_qflash),

@@ -681,8 +681,9 @@ void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, bool w
 
 }  // namespace
 
-EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions& opt) {
+EmulatorResult emulate(const Problem& p, const Recipe& recipe, const EmulatorOptions& opt) {
   validate(p);
+  const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
   validate(r);
   for (int i : opt.prob_rows) {
     if (i < 0 || i >= p.q.tokens) throw std::invalid_argument("emulate: probability row " + std::to_string(i) + " is outside [0, " + std::to_string(p.q.tokens) + ")");
@@ -722,7 +723,8 @@ EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions&
   return res;
 }
 
-std::vector<int> integer_logits(const Problem& p, const Recipe& r, int h, int i, int j) {
+std::vector<int> integer_logits(const Problem& p, const Recipe& recipe, int h, int i, int j) {
+  const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
   validate(r);
   if (format_of(r.q.spec.format).kind != Kind::integer) throw std::invalid_argument("integer_logits: the recipe's QK^T is not integer");
   const Prepared pr = prepare_all(p, r);
@@ -735,7 +737,8 @@ std::vector<int> integer_logits(const Problem& p, const Recipe& r, int h, int i,
   return out;
 }
 
-std::vector<int> integer_logit_block(const Problem& p, const Recipe& r, int h, int rows, int keys) {
+std::vector<int> integer_logit_block(const Problem& p, const Recipe& recipe, int h, int rows, int keys) {
+  const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
   validate(r);
   if (format_of(r.q.spec.format).kind != Kind::integer) throw std::invalid_argument("integer_logit_block: the recipe's QK^T is not integer");
   if (rows < 0 || rows > p.q.tokens || keys < 0 || keys > p.k.tokens) throw std::invalid_argument("integer_logit_block: rows or keys outside [0, N]");
@@ -750,8 +753,9 @@ std::vector<int> integer_logit_block(const Problem& p, const Recipe& r, int h, i
   return out;
 }
 
-std::vector<float> float_scores(const Problem& p, const Recipe& r, int h, int i, int j0, int count) {
+std::vector<float> float_scores(const Problem& p, const Recipe& recipe, int h, int i, int j0, int count) {
   validate(p);
+  const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
   validate(r);
   if (format_of(r.q.spec.format).kind == Kind::integer) throw std::invalid_argument("float_scores: the recipe's QK^T is integer");
   if (j0 < 0 || count < 0 || j0 + count > p.k.tokens) throw std::invalid_argument("float_scores: keys outside [0, N)");

@@ -432,6 +432,7 @@ std::string not_covered(const Problem& p, const Recipe& r) {
     return "ksmooth.format, qprescale, qkscale and pad (SageAttention 1's choices) are emulator-only";
   }
   if (r.reverse_key_tiles) return "order=reverse (FlashAttention-3's key tile order) is emulator-only";
+  if (r.tiles.fa3_sm90) return "tiles=fa3_sm90 (FlashAttention-3's tiles by head dim and mask) is emulator-only";
   for (const OperandQuant* o : {&r.q, &r.k, &r.v}) {
     if (!o->unit_scale && o->spec.granularity == Granularity::kvhead) return "kvhead scales (one per GQA group, FlashAttention-3's Q descale) are emulator-only";
     if (!o->unit_scale && o->spec.granularity == Granularity::thread) return "thread scales (a lane's strided rows, SageAttention 2's per-thread int8) are emulator-only";

@@ -32,16 +32,15 @@ const std::vector<RecipePreset>& recipe_presets() {
        "scale, V's absmax mapped to 2.25 (max:2.25) so that the fp16 accumulator cannot overflow; the fp16 accumulation per 64-key tile "
        "is as its documentation states it, not measured"},
       {"fa3-fp8",
-       "q=e4m3/kvhead k=e4m3/head v=e4m3/head p=e4m3/static:256 denominator=float tiles=192x160 order=reverse acc.qk=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) acc.pv=h200_e4m3_wgmma out=bf16",
+       "q=e4m3/kvhead k=e4m3/head v=e4m3/head p=e4m3/static:256 denominator=float tiles=fa3_sm90 order=reverse acc.qk=mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0) acc.pv=h200_e4m3_wgmma out=bf16",
        "github Dao-AILab/flash-attention, commit 0251105, hopper/ (mainloop_fwd_sm90_tma_gmma_ws.hpp, softmax.h); run as PyPI fa3-fwd 0.0.3 on the H200",
        "run on the H200 (scripts/peers/prove-peers-on-h200.sh): descales absmax/448 per (batch, kv head) as the API takes them (Q's "
        "shared by a GQA group: kvhead), key tiles from the last to the first (order=reverse: P is rounded against the running max), "
        "P V on the measured e4m3 wgmma; see the README's presets table for where it meets the rule and where not"},
-      {"fa3-bf16", "q=bf16 k=bf16 v=bf16 p=bf16 denominator=float tiles=192x128 order=reverse out=bf16",
+      {"fa3-bf16", "q=bf16 k=bf16 v=bf16 p=bf16 denominator=float tiles=fa3_sm90 order=reverse out=bf16",
        "github Dao-AILab/flash-attention, commit 0251105, hopper/; run as PyPI fa3-fwd 0.0.3 on the H200",
-       "run on the H200 (scripts/peers/prove-peers-on-h200.sh): bf16 Q, K, V and P, the denominator in fp32, 128-key tiles taken "
-       "from the last to the first (order=reverse; 128x128 and 64x128 give the same distance on 128 rows of layers 0 and 15, 160 and 192 keys are "
-       "farther); the measured bf16 wgmma accumulators change nothing; see the README's presets table"},
+       "run on the H200 (scripts/peers/prove-peers-on-h200.sh): bf16 Q, K, V and P, the denominator in fp32, its tiles by head dim and mask (tiles=fa3_sm90: "
+       "192x128 at d 64 causal, 192x192 not causal, 128x128 / 128x176 at d 128), taken from the last to the first (order=reverse); the measured bf16 wgmma accumulators change nothing; see the README's presets table"},
       {"llamacpp-q8_0",
        "q=int8/group:32/div k=int8/group:32/scale:fp16/round:away v=int8/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
        "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh (the CUDA vector kernel, NVIDIA)",

@@ -55,6 +55,24 @@ void check_acc(const Accumulator& a, const char* name) {
 
 }  // namespace
 
+Recipe tiles_for(const Recipe& r, int head_dim, bool causal, bool local) {
+  if (!r.tiles.fa3_sm90) return r;
+  // FlashAttention-3's hopper/tile_size.h (tile_size_fwd_sm90, the dense two-warpgroup forward, V
+  // of Q's head dim): 16-bit 192x(128 causal, 160 local, else 192) up to d 64, 192x(128 local, else
+  // 144) to 96, 128x(128 causal or local, else 176) to 128, 128x(96 local, else 128) to 192, then
+  // 128x(64 local, else 80); 8-bit 192x160, 192x128, 128x224, 128x160, 128x(64 local, else 128).
+  const bool byte = format_of(r.q.spec.format).bits <= 8;
+  Recipe out = r;
+  Tiles& t = out.tiles;
+  t.fa3_sm90 = false;
+  if (head_dim <= 64) t = byte ? Tiles{192, 160} : Tiles{192, causal ? 128 : local ? 160 : 192};
+  else if (head_dim <= 96) t = byte ? Tiles{192, 128} : Tiles{192, local ? 128 : 144};
+  else if (head_dim <= 128) t = byte ? Tiles{128, 224} : Tiles{128, causal || local ? 128 : 176};
+  else if (head_dim <= 192) t = byte ? Tiles{128, 160} : Tiles{128, local ? 96 : 128};
+  else t = byte ? Tiles{128, local ? 64 : 128} : Tiles{128, local ? 64 : 80};
+  return out;
+}
+
 void validate(const Recipe& r) {
   check_operand(r.q, "q");
   check_operand(r.k, "k");

@@ -101,6 +101,10 @@ struct QFlashVariant {
 struct Tiles {
   int block_q = 64;  // Br
   int block_k = 64;  // Bc
+  // fa3_sm90: Br and Bc chosen per problem as FlashAttention-3's sm90 forward chooses them (its
+  // tile_size_fwd_sm90: by head dim, mask and element size, 8-bit when Q's format is); resolved by
+  // tiles_for() before a problem runs.
+  bool fa3_sm90 = false;
 };
 
 struct Recipe {
@@ -138,6 +142,10 @@ std::optional<double> static_p_flush_threshold(const OperandQuant& p);
 void default_accumulators(Recipe& r, bool qk_given, bool pv_given);
 
 // Throws std::invalid_argument naming the field ("p.granularity", "pv_acc.chunk", ...) and why.
+// The recipe with its tiles made concrete for a problem of this head dim and mask (tiles=fa3_sm90);
+// any other recipe is returned as it is.
+Recipe tiles_for(const Recipe& r, int head_dim, bool causal, bool local);
+
 void validate(const Recipe& r);
 
 }  // namespace qattn

@@ -113,6 +113,7 @@ TEST_CASE("every measured accumulator reads back by its name as its model", "[re
 
 TEST_CASE("string and JSON forms round-trip", "[recipe]") {
   for (const char* line : {"q=bf16 k=bf16 p=bf16 v=bf16",
+                           "q=bf16 k=bf16 p=bf16 v=bf16 tiles=fa3_sm90 order=reverse",
                            "q=int8/token k=int8/token ksmooth=global acc.qk=exact",
                            "q=int8/group:32/scale:fp16 k=int4/group:32/scale:fp16 acc.qk=exact p=int8/static:127 v=int8/block:32",
                            "q=int8/thread:16:8:1/amax:mul k=int8/thread:128:8:2/div/round:away/eps:1e-07 acc.qk=exact p=e4m3/static:448 v=e4m3/channel/max:2.25",
