@@ -459,11 +459,22 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
       };
       text = value.contains("format") ? str("format") : "";
       if (value.contains("static")) text += "/static:" + num(number("static"));
-      if (value.contains("granularity")) {
-        text += "/" + str("granularity");
-        if (value.contains("block")) text += ":" + parse_text_int(number("block"), what + ".block");
-        if (value.contains("period")) text += ":" + parse_text_int(number("period"), what + ".period");
-        if (value.contains("width")) text += ":" + parse_text_int(number("width"), what + ".width");
+      // Sizes belong to the granularity that reads them: block and group take block; thread takes
+      // block, period and width, all three; any other size is an error, never dropped.
+      const std::string gran = value.contains("granularity") ? str("granularity") : "";
+      const bool thread = gran == "thread", sized = thread || gran == "block" || gran == "group";
+      for (const char* k2 : {"block", "period", "width"}) {
+        const bool wanted = std::string(k2) == "block" ? sized : thread;
+        if (value.contains(k2) && !wanted) {
+          bad(what + "." + k2, "applies to granularity " + std::string(std::string(k2) == "block" ? "block, group or thread" : "thread") +
+                                   (gran.empty() ? std::string(", and no granularity is given") : ", not '" + gran + "'"));
+        }
+        if (!value.contains(k2) && wanted) bad(what + "." + k2, "absent; granularity '" + gran + "' needs it" + (thread ? " (thread takes block, period and width)" : ""));
+      }
+      if (!gran.empty()) {
+        text += "/" + gran;
+        if (sized) text += ":" + parse_text_int(number("block"), what + ".block");
+        if (thread) text += ":" + parse_text_int(number("period"), what + ".period") + ":" + parse_text_int(number("width"), what + ".width");
       }
       if (value.contains("scale_format")) text += "/scale:" + str("scale_format");
       if (value.contains("divide")) text += "/div:" + str("divide");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "kernels/formats/codec.hpp"
@@ -18,6 +19,13 @@ constexpr const char* kGranularityNames[] = {"tensor", "head", "token", "block",
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
+// %g: a tiny scale (1e-30) or eps reads as itself, not as std::to_string's 0.000000.
+std::string format_g(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
 // q4_0's grid (QuantSpec::signed_max): d = m / -(max + 1) in fp32, codes from fp32 1/d, d stored in
 // the scale format with its sign; an all-zero group keeps the lab's s = 1 and zero codes.
 QuantizedTensor quantize_signed_max(const TensorF& x, QuantizedTensor q, const std::vector<float>& signed_m, const Format& f,
@@ -28,12 +36,13 @@ QuantizedTensor quantize_signed_max(const TensorF& x, QuantizedTensor q, const s
   for (std::size_t i = 0; i < signed_m.size(); ++i) {
     const float d = signed_m[i] / -top;
     const double stored = d == 0 ? 1.0 : round_to(sf, static_cast<double>(d));
-    if (stored == 0 || !std::isfinite(stored)) {
-      throw NumericFailure("quantize: scale " + std::to_string(d) + " (group " + std::to_string(i) +
-                           ") is not representable in scale format '" + name_of(q.spec.scale_format) + "'");
+    inv[i] = d == 0 ? 0.0f : 1.0f / d;
+    // A subnormal max (|m| < 8 x 2^-126 for int4) has no finite reciprocal: x * inf would make NaN codes.
+    if (stored == 0 || !std::isfinite(stored) || !std::isfinite(inv[i])) {
+      throw NumericFailure("quantize: scale " + format_g(d) + " (group " + std::to_string(i) + ") is not representable in scale format '" +
+                           name_of(q.spec.scale_format) + "' with a finite fp32 reciprocal");
     }
     q.scales[i] = static_cast<float>(stored);
-    inv[i] = d == 0 ? 0.0f : 1.0f / d;
   }
   const std::uint32_t mask = (std::uint32_t{1} << f.bits) - 1;
   const int highest = static_cast<int>(2 * top) - 1;  // 15 for int4
@@ -60,55 +69,67 @@ Granularity parse_granularity(const std::string& name, const std::string& what) 
   throw std::invalid_argument(what + ": unknown granularity '" + name + "'; expected one of: " + known);
 }
 
+std::optional<SpecProblem> spec_problem(const QuantSpec& s) {
+  const Format f = format_of(s.format), sf = format_of(s.scale_format);
+  const bool integer = f.kind == Kind::integer, dynamic = s.rule == ScaleRule::dynamic_absmax;
+  const auto problem = [](const char* field, std::string why) { return std::optional<SpecProblem>(SpecProblem{field, std::move(why)}); };
+  if (s.granularity == Granularity::block && s.block <= 0) return problem("block", "block granularity needs a positive token count");
+  if (s.granularity == Granularity::group && s.block <= 0) return problem("block", "group granularity needs a positive element count");
+  if (s.granularity == Granularity::thread &&
+      (s.block <= 0 || s.block > kMaxThreadTile || s.period <= 0 || s.width <= 0 || s.block % s.period != 0 || s.period % s.width != 0)) {
+    return problem("block", "thread granularity needs TILE:PERIOD:WIDTH positive, the tile at most " + std::to_string(kMaxThreadTile) +
+                                " tokens, the period dividing the tile and the width dividing the period; got thread:" + std::to_string(s.block) +
+                                ":" + std::to_string(s.period) + ":" + std::to_string(s.width));
+  }
+  if (s.rule == ScaleRule::static_multiplier && !(std::isfinite(s.multiplier) && s.multiplier > 0)) {
+    return problem("static", "the static multiplier must be positive and finite, got " + format_g(s.multiplier));
+  }
+  if (!dynamic && (s.amax_mul || s.signed_max || s.scale_max != 0 || s.scale_eps != 0)) {
+    return problem(s.scale_max != 0 ? "max" : s.scale_eps != 0 ? "eps" : "amax",
+                   "/amax, /max and /eps shape a scale from the absmax; a static scale (1 / multiplier) takes none of them");
+  }
+  if (s.half_away && !integer) return problem("round", "round:away rounds integer codes; expected an integer format");
+  if (s.signed_max && (!integer || s.divide || s.amax_mul || s.half_away || s.scale_eps != 0 || s.scale_max != 0)) {
+    return problem("amax", "amax:signed (q4_0's grid) needs an integer format with a dynamic scale, without /div, /amax:mul, /round:away, /eps or /max");
+  }
+  if (s.signed_max && sf.specials == Specials::e8m0) {
+    return problem("amax", "amax:signed keeps the scale's sign; the scale format e8m0 has none (use fp16 or fp32)");
+  }
+  if (s.scale_max != 0) {
+    // Below 1 an integer format's absmax would round to code 0 or 1 and the group would vanish; a
+    // float format's largest would sit under its smallest normal, all codes subnormal or zero.
+    const double lo = integer ? 1.0 : min_normal(f), hi = max_finite(f);
+    if (!(std::isfinite(s.scale_max) && s.scale_max >= lo && s.scale_max <= hi)) {
+      return problem("max", "max " + format_g(s.scale_max) + " (the value the absmax maps to); expected " + format_g(lo) + " <= max <= " +
+                                format_g(hi) + " (" + name_of(s.format) + ")");
+    }
+  }
+  if (!(s.scale_eps >= 0 && s.scale_eps < 1)) return problem("eps", "eps " + format_g(s.scale_eps) + " added to each scale; expected 0 <= eps < 1");
+  if (s.divide && format_of(s.quotient_format).kind == Kind::integer) {
+    return problem("div", std::string("the quotient format '") + name_of(s.quotient_format) + "' is an integer format; expected fp32, fp16 or bf16");
+  }
+  if (s.codes_fp32 && s.divide) {
+    return problem("codes", "codes:fp32 multiplies by the fp32 scale's reciprocal; /div divides by the stored scale: give one of them");
+  }
+  if (sf.kind == Kind::integer) {
+    return problem("scale_format", std::string("'") + name_of(s.scale_format) + "' is an integer format; scales are stored in a float format (fp32, fp16, bf16, e8m0, e4m3, ...)");
+  }
+  return std::nullopt;
+}
+
 void validate(const QuantSpec& s, int heads, int tokens, int dim) {
   const std::string fmt = name_of(s.format);
   if (heads <= 0 || tokens <= 0 || dim <= 0) {
     throw std::invalid_argument("quantize: tensor shape [" + std::to_string(heads) + ", " + std::to_string(tokens) +
                                 ", " + std::to_string(dim) + "] has an empty dimension; expected all positive");
   }
-  if (s.granularity == Granularity::block && s.block <= 0) {
-    throw std::invalid_argument("quant spec (" + fmt + "): block granularity needs block > 0 tokens, got " +
-                                std::to_string(s.block));
-  }
+  if (const auto p = spec_problem(s)) throw std::invalid_argument("quant spec (" + fmt + "): " + p->field + ": " + p->why);
   if (s.granularity == Granularity::kvhead && (s.block <= 0 || heads % s.block != 0)) {
     throw std::invalid_argument("quant spec (" + fmt + "): kvhead needs the query heads per KV head (" + std::to_string(s.block) +
                                 " given) to divide the " + std::to_string(heads) + " heads; a recipe's emulation sets it from Hq / Hkv");
   }
-  if (s.granularity == Granularity::thread &&
-      (s.block <= 0 || s.period <= 0 || s.width <= 0 || s.block % s.period != 0 || s.period % s.width != 0)) {
-    throw std::invalid_argument("quant spec (" + fmt + "): thread:" + std::to_string(s.block) + ":" + std::to_string(s.period) + ":" +
-                                std::to_string(s.width) + " needs positive sizes, the period dividing the tile and the width dividing the period");
-  }
-  if (s.granularity == Granularity::group && (s.block <= 0 || dim % s.block != 0)) {
-    throw std::invalid_argument("quant spec (" + fmt + "): group size " + std::to_string(s.block) +
-                                " must be positive and divide the head dim " + std::to_string(dim));
-  }
-  if (s.rule == ScaleRule::static_multiplier && !(std::isfinite(s.multiplier) && s.multiplier > 0)) {
-    throw std::invalid_argument("quant spec (" + fmt + "): static multiplier must be positive and finite, got " +
-                                std::to_string(s.multiplier));
-  }
-  if (s.half_away && format_of(s.format).kind != Kind::integer) {
-    throw std::invalid_argument(std::string("quant spec (") + fmt + "): round:away rounds integer codes; expected an integer format");
-  }
-  if (s.signed_max && (format_of(s.format).kind != Kind::integer || s.rule != ScaleRule::dynamic_absmax || s.divide || s.amax_mul ||
-                       s.half_away || s.scale_eps != 0)) {
-    throw std::invalid_argument("quant spec (" + fmt + "): amax:signed (q4_0's grid) needs an integer format with a dynamic scale, "
-                                "without /div, /amax:mul, /round:away or /eps");
-  }
-  if (s.scale_max != 0 && !(s.scale_max > 0 && s.scale_max <= max_finite(format_of(s.format)))) {
-    throw std::invalid_argument("quant spec (" + fmt + "): max " + std::to_string(s.scale_max) + "; expected 0 < max <= the format's largest (" +
-                                std::to_string(max_finite(format_of(s.format))) + ")");
-  }
-  if (!(s.scale_eps >= 0 && s.scale_eps < 1)) {
-    throw std::invalid_argument("quant spec (" + fmt + "): eps " + std::to_string(s.scale_eps) + " added to each scale; expected 0 <= eps < 1");
-  }
-  if (s.divide && format_of(s.quotient_format).kind == Kind::integer) {
-    throw std::invalid_argument(std::string("quant spec (") + fmt + "): quotient format '" + name_of(s.quotient_format) +
-                                "' is an integer format; expected fp32, fp16 or bf16");
-  }
-  if (format_of(s.scale_format).kind == Kind::integer) {
-    throw std::invalid_argument(std::string("quant spec (") + fmt + "): scale format '" + name_of(s.scale_format) +
-                                "' is an integer format; expected fp32, fp16, bf16, e8m0, e4m3, ...");
+  if (s.granularity == Granularity::group && dim % s.block != 0) {
+    throw std::invalid_argument("quant spec (" + fmt + "): group size " + std::to_string(s.block) + " must divide the head dim " + std::to_string(dim));
   }
 }
 
@@ -175,15 +196,18 @@ QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec) {
     double s = spec.rule == ScaleRule::static_multiplier ? 1.0 / spec.multiplier
                : spec.amax_mul ? static_cast<double>(absmax[i] * static_cast<float>(1.0 / top))
                                : static_cast<double>(absmax[i]) / top;
-    if (spec.scale_eps > 0) s = static_cast<float>(static_cast<float>(s) + static_cast<float>(spec.scale_eps));
-    if (s == 0) s = 1;
+    // An all-zero group keeps s = 1 with or without eps: its codes are zero either way, and eps
+    // alone (1e-7) would underflow a narrow scale format into a failure on zero padding.
+    if (s == 0 || (spec.rule == ScaleRule::dynamic_absmax && absmax[i] == 0)) s = 1;
+    else if (spec.scale_eps > 0) s = static_cast<float>(static_cast<float>(s) + static_cast<float>(spec.scale_eps));
     const double stored = round_to(sf, static_cast<double>(static_cast<float>(s)));
-    if (!(stored > 0) || !std::isfinite(stored)) {
-      throw NumericFailure("quantize: scale " + std::to_string(s) + " (group " + std::to_string(i) +
-                              ") is not representable in scale format '" + name_of(spec.scale_format) + "'");
-    }
     q.scales[i] = static_cast<float>(stored);
     inv[i] = 1.0f / (spec.codes_fp32 ? static_cast<float>(s) : q.scales[i]);
+    // A subnormal fp32 scale has no finite reciprocal: x * inf would make NaN codes.
+    if (!(stored > 0) || !std::isfinite(stored) || !std::isfinite(inv[i])) {
+      throw NumericFailure("quantize: scale " + format_g(s) + " (group " + std::to_string(i) + ") is not representable in scale format '" +
+                           name_of(spec.scale_format) + "' with a finite fp32 reciprocal");
+    }
   }
   if (spec.divide) {
     const Format qf = format_of(spec.quotient_format);

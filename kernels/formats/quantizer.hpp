@@ -9,6 +9,7 @@
 //   value    = decode(code) * s.
 // A group whose absmax is zero gets s = 1 (its codes are all zero).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,8 +72,20 @@ struct QuantSpec {
   double scale_max = 0;
 };
 
+// A thread tile holds at most this many tokens: past any kernel's tile (<= 256), and a mistyped
+// size (thread:1000000000:...) stays an error, not an allocation of period / width scales per tile.
+inline constexpr int kMaxThreadTile = 4096;
+
 const char* name_of(Granularity g);
 Granularity parse_granularity(const std::string& name, const std::string& what = "granularity");
+
+// The spec's own rules, shape aside: its first problem as the field (block, static, amax, max, eps,
+// codes, round, div, scale_format) and what was expected; none when the spec is whole. A knob that
+// the spec's other choices would ignore is a problem, not a silent no-op.
+struct SpecProblem {
+  std::string field, why;
+};
+std::optional<SpecProblem> spec_problem(const QuantSpec& spec);
 
 // Throws std::invalid_argument naming the field and what was expected (block sizes, a group that
 // does not divide the head dim, a static multiplier that is not positive and finite, a scale format

@@ -150,13 +150,13 @@ QATTN_HD inline int factor_exponent(double x, double y, int emin = Accumulator::
 
 // Whether P V multiplies V's codes and applies V's scale to O at the end (O x scale, then / l):
 // under a matrix unit's model (Kind::mma) the instruction sees codes, so a float V whose scale is
-// the same along the keys (tensor, head, channel) is scaled after the sum, as every kernel that feeds
+// the same along the keys (tensor, head, kvhead: V's heads are the KV heads, channel) is scaled after the sum, as every kernel that feeds
 // an MMA does. The fused models' alignment sees those products (with the wgmma's 14 kept bits,
 // scaled products would truncate elsewhere).
 inline bool v_scaled_after_pv(const Recipe& r) {
   const Granularity g = r.v.spec.granularity;
   return r.pv_acc.kind == Accumulator::Kind::mma && !r.v.unit_scale && format_of(r.v.spec.format).kind == Kind::floating &&
-         (g == Granularity::tensor || g == Granularity::head || g == Granularity::channel);
+         (g == Granularity::tensor || g == Granularity::head || g == Granularity::kvhead || g == Granularity::channel);
 }
 
 // The host's view: terms and (for fused models) exponents in arrays.

@@ -19,20 +19,21 @@ void check_operand(const OperandQuant& o, const char* name) {
     if (f.kind == Kind::integer) bad(n + ".scale", std::string("an integer format (") + name_of(o.spec.format) + ") needs a scale rule, not unit scale");
     return;
   }
-  if (o.spec.granularity == Granularity::block && o.spec.block <= 0) bad(n + ".block", "block granularity needs a positive token count");
-  if (o.spec.granularity == Granularity::group && o.spec.block <= 0) bad(n + ".block", "group granularity needs a positive element count");
-  if (o.spec.granularity == Granularity::thread &&
-      (o.spec.block <= 0 || o.spec.period <= 0 || o.spec.width <= 0 || o.spec.block % o.spec.period != 0 || o.spec.period % o.spec.width != 0)) {
-    bad(n + ".block", "thread granularity needs TILE:PERIOD:WIDTH positive, the period dividing the tile and the width dividing the period");
+  if (const auto p = spec_problem(o.spec)) bad(n + "." + p->field, p->why);
+}
+
+// P is formed in the softmax as fp(P x multiplier): its format and static multiplier are all it takes.
+void check_p(const OperandQuant& p) {
+  if (p.unit_scale) return;
+  if (p.spec.rule != ScaleRule::static_multiplier) {
+    bad("p.scale", "P is quantized with a static multiplier (P <= 1 after the running max: 127, 448, 240)");
   }
-  if (o.spec.signed_max && (f.kind != Kind::integer || o.spec.rule != ScaleRule::dynamic_absmax || o.spec.divide || o.spec.amax_mul ||
-                            o.spec.half_away || o.spec.scale_eps != 0)) {
-    bad(n + ".amax", "amax:signed (q4_0's grid) needs an integer format with a dynamic scale, without /div, /amax:mul, /round:away or /eps");
+  const QuantSpec& s = p.spec;
+  if (s.scale_format != FormatId::fp32 || s.divide || s.amax_mul || s.half_away || s.scale_eps != 0 || s.codes_fp32 || s.signed_max ||
+      s.scale_max != 0) {
+    bad("p", "P takes a format and a static multiplier only (e.g. p=e4m3/static:448); /scale, /div, /amax, /round, /eps, /codes and /max "
+             "apply to Q, K and V");
   }
-  if (o.spec.rule == ScaleRule::static_multiplier && !(o.spec.multiplier > 0 && std::isfinite(o.spec.multiplier))) {
-    bad(n + ".static", "the static multiplier must be positive and finite");
-  }
-  if (format_of(o.spec.scale_format).kind == Kind::integer) bad(n + ".scale_format", "scales are stored in a float format");
 }
 
 void check_acc(const Accumulator& a, const char* name) {
@@ -58,9 +59,11 @@ void check_acc(const Accumulator& a, const char* name) {
 Recipe tiles_for(const Recipe& r, int head_dim, bool causal, bool local) {
   if (!r.tiles.fa3_sm90) return r;
   // FlashAttention-3's hopper/tile_size.h (tile_size_fwd_sm90, the dense two-warpgroup forward, V
-  // of Q's head dim): 16-bit 192x(128 causal, 160 local, else 192) up to d 64, 192x(128 local, else
-  // 144) to 96, 128x(128 causal or local, else 176) to 128, 128x(96 local, else 128) to 192, then
-  // 128x(64 local, else 80); 8-bit 192x160, 192x128, 128x224, 128x160, 128x(64 local, else 128).
+  // of Q's head dim, no paged KV or softcap): 16-bit 192x(128 causal, 160 local, else 192) up to d
+  // 64, 192x(128 local, else 144) to 96, 128x(128 causal or local, else 176) to 128, 128x(96 local,
+  // else 112: V's head dim is over 128) to 192, then 128x(64 local, else 80); 8-bit 192x160,
+  // 192x128, 128x224, 128x160, 128x(64 local, else 128). Read at flash-attention 07602ad; the
+  // local (windowed) choices, such as 160 keys at d <= 64, were not run against the kernel.
   const bool byte = format_of(r.q.spec.format).bits <= 8;
   Recipe out = r;
   Tiles& t = out.tiles;
@@ -68,7 +71,7 @@ Recipe tiles_for(const Recipe& r, int head_dim, bool causal, bool local) {
   if (head_dim <= 64) t = byte ? Tiles{192, 160} : Tiles{192, causal ? 128 : local ? 160 : 192};
   else if (head_dim <= 96) t = byte ? Tiles{192, 128} : Tiles{192, local ? 128 : 144};
   else if (head_dim <= 128) t = byte ? Tiles{128, 224} : Tiles{128, causal || local ? 128 : 176};
-  else if (head_dim <= 192) t = byte ? Tiles{128, 160} : Tiles{128, local ? 96 : 128};
+  else if (head_dim <= 192) t = byte ? Tiles{128, 160} : Tiles{128, local ? 96 : 112};
   else t = byte ? Tiles{128, local ? 64 : 128} : Tiles{128, local ? 64 : 80};
   return out;
 }
@@ -76,6 +79,7 @@ Recipe tiles_for(const Recipe& r, int head_dim, bool causal, bool local) {
 void validate(const Recipe& r) {
   check_operand(r.q, "q");
   check_operand(r.k, "k");
+  check_p(r.p);
   check_operand(r.p, "p");
   check_operand(r.v, "v");
   check_acc(r.qk_acc, "acc.qk");
@@ -96,9 +100,6 @@ void validate(const Recipe& r) {
     }
     if (r.qk_acc.kind != Accumulator::Kind::exact) bad("acc.qk", "integer QK^T accumulates in int32, exactly: use 'exact' (the default for integer Q and K)");
   }
-  if (r.p.unit_scale == false && r.p.spec.rule != ScaleRule::static_multiplier) {
-    bad("p.scale", "P is quantized with a static multiplier (P <= 1 after the running max: 127, 448, 240)");
-  }
   // Upper bounds: the emulator keeps a split's partial output per row of a query tile, so memory
   // grows as tile rows x splits x d. 4096 is past any kernel's tile (<= 256) or key split (decode
   // kernels use <= 256) and keeps a mistyped value (split=1000000000) an error, not an allocation.
@@ -113,8 +114,9 @@ void validate(const Recipe& r) {
     // Q, K and V, int8 everywhere, P requantized to int8 (static 127), integer accumulators.
     for (const auto& [o, name] : {std::pair{&r.q, "q"}, std::pair{&r.k, "k"}, std::pair{&r.v, "v"}}) {
       const bool shared = o->spec.granularity == Granularity::tensor || o->spec.granularity == Granularity::head;
-      if (o->unit_scale || o->spec.format != FormatId::int8 || !shared || o->spec.rule != ScaleRule::dynamic_absmax) {
-        bad(std::string(name), "an integer softmax (qflash, shiftmax) needs int8 with a per-tensor or per-head dynamic scale (e.g. int8/tensor)");
+      if (o->unit_scale || o->spec.format != FormatId::int8 || !shared || o->spec.rule != ScaleRule::dynamic_absmax || o->spec.signed_max) {
+        bad(std::string(name), "an integer softmax (qflash, shiftmax) needs int8 with a per-tensor or per-head dynamic absmax scale (e.g. int8/tensor; "
+                             "not amax:signed, whose scale carries a sign)");
       }
     }
     if (r.p.unit_scale || r.p.spec.format != FormatId::int8 || r.p.spec.multiplier != 127) {
@@ -130,11 +132,6 @@ void validate(const Recipe& r) {
   }
   if (r.softmax != SoftmaxKind::qflash_integer && !(r.qflash == QFlashVariant{})) {
     bad("qflash", "the qflash.* keys choose QFlash's integer constants and steps: they need softmax=qflash");
-  }
-  for (const auto& [o, name] : {std::pair{&r.q, "q"}, std::pair{&r.k, "k"}, std::pair{&r.p, "p"}, std::pair{&r.v, "v"}}) {
-    if (o->unit_scale) continue;
-    if (o->spec.half_away && format_of(o->spec.format).kind != Kind::integer) bad(name, "round:away rounds integer codes; expected an integer format");
-    if (o->spec.divide && format_of(o->spec.quotient_format).kind == Kind::integer) bad(name, "the /div quotient format must be a float format (fp32, fp16, bf16)");
   }
   if (r.k_smoothing_format != FormatId::fp32 && r.k_smoothing_format != FormatId::fp16 && r.k_smoothing_format != FormatId::bf16) {
     bad("ksmooth.format", std::string("'") + name_of(r.k_smoothing_format) + "': expected fp32, fp16 or bf16");

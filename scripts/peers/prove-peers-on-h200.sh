@@ -17,6 +17,8 @@ export PYTHONPATH=/tmp/site
 (cmake -S . -B build-peers -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_PYTHON="$(command -v python3)" -DQATTN_BUILD_TESTS=OFF \
        -DQATTN_DEVICE_CHECK=OFF -DQATTN_PYTHON_PACKAGE=ON && cmake --build build-peers --parallel 8) > "$out/qattn-build.log" 2>&1 &
 qattn_build=$!
+# A failed SageAttention build must not leave the package's build running behind the script.
+trap 'kill "$qattn_build" 2>/dev/null || true' EXIT
 start=$(date +%s)
 (cd peers/SageAttention && TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 python3 setup.py build_ext --inplace) > "$out/sage2-build.log" 2>&1 ||
   { tail -30 "$out/sage2-build.log"; exit 1; }

@@ -9,12 +9,16 @@ set -euo pipefail
 out=${1:?usage: score-peers.sh OUT_DIR DUMP [DUMP ...]}
 shift
 qattn=${QATTN:-build/harness/qattn}
+# Only a preset's name (or PRESET-decode) after "<dump>-": a dump named synth-d64 must not take
+# synth-d64-causal's outputs as a kernel called "causal-...".
+presets=$("$qattn" presets --lines | cut -f1)
 for dump in "$@"; do
   stem=$(basename "$dump" .h5)
   for outputs in "$out/$stem"-*.h5; do
     [[ -e $outputs ]] || continue
     name=$(basename "$outputs" .h5)
     kernel=${name#"$stem"-}
+    grep -qxF -- "${kernel%-decode}" <<< "$presets" || continue
     # single-row decode outputs of a preset's kernel are named PRESET-decode
     "$qattn" score "$dump" "$outputs" --recipe "preset=${kernel%-decode}" --output "$out/scores/$name" --force --quiet > /dev/null
     # layer, kernel vs float64, recipe vs float64, kernel vs recipe, and its margin over the recipe's error

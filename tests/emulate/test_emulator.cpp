@@ -824,6 +824,7 @@ TEST_CASE("tiles=fa3_sm90 takes FlashAttention-3's tiles by head dim, mask and e
   CHECK(tiles(r, 64, false) == std::pair{192, 192});
   CHECK(tiles(r, 128, true) == std::pair{128, 128});
   CHECK(tiles(r, 128, false) == std::pair{128, 176});
+  CHECK(tiles(r, 160, false) == std::pair{128, 112});  // V's head dim (Q's) is over 128
   CHECK(tiles(r, 256, false) == std::pair{128, 80});
   Recipe fp8 = r;
   fp8.q = fp8.k = fp8.v = unit(FormatId::e4m3);

@@ -117,22 +117,22 @@ TEST_CASE("an all-zero group gets scale 1 and zero codes", "[quantizer]") {
 TEST_CASE("bad quantizer specs are one clear error each", "[quantizer]") {
   const TensorF x = random_tensor(1, 8, 12, 1);
   CHECK(error_text([&] { (void)quantize(x, spec_of(FormatId::int8, Granularity::group, 32)); })
-            .find("group size 32 must be positive and divide the head dim 12") != std::string::npos);
+            .find("group size 32 must divide the head dim 12") != std::string::npos);
   CHECK(error_text([&] { (void)quantize(x, spec_of(FormatId::int8, Granularity::block, 0)); })
-            .find("block granularity needs block > 0") != std::string::npos);
+            .find("quant spec (int8): block: block granularity needs a positive token count") != std::string::npos);
   QuantSpec s = spec_of(FormatId::int8, Granularity::tensor);
   s.rule = ScaleRule::static_multiplier;
   s.multiplier = -1;
   CHECK(error_text([&] { (void)quantize(x, s); }).find("static multiplier must be positive") != std::string::npos);
   s = spec_of(FormatId::int8, Granularity::tensor);
   s.scale_format = FormatId::int8;
-  CHECK(error_text([&] { (void)quantize(x, s); }).find("scale format 'int8' is an integer format") != std::string::npos);
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("scale_format: 'int8' is an integer format") != std::string::npos);
   CHECK(error_text([&] { (void)quantize(x, spec_of(FormatId::int8, Granularity::kvhead, 0)); })
             .find("kvhead needs the query heads per KV head (0 given) to divide") != std::string::npos);
   s = spec_of(FormatId::int8, Granularity::thread, 16);
   s.period = 6;
   s.width = 1;
-  CHECK(error_text([&] { (void)quantize(x, s); }).find("thread:16:6:1 needs positive sizes, the period dividing the tile") != std::string::npos);
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("the period dividing the tile and the width dividing the period; got thread:16:6:1") != std::string::npos);
   CHECK(error_text([] { (void)parse_granularity("row", "recipe field 'k.granularity'"); })
             .find("recipe field 'k.granularity': unknown granularity 'row'") != std::string::npos);
 }
@@ -197,7 +197,7 @@ TEST_CASE("eps joins each scale in fp32, and a division's quotient may round hal
   s.scale_eps = 1e-7;
   CHECK(quantize(x, s).scales[0] == static_cast<float>(1.0f + 1e-7f));
   s.scale_eps = 2;
-  CHECK(error_text([&] { (void)quantize(x, s); }).find("eps 2.000000 added to each scale; expected 0 <= eps < 1") != std::string::npos);
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("eps 2 added to each scale; expected 0 <= eps < 1") != std::string::npos);
 }
 
 TEST_CASE("q4_0's grid: the element of largest magnitude at -8, the others rounded half up", "[quantizer]") {
@@ -254,6 +254,66 @@ TEST_CASE("max:M maps the absmax to M instead of the format's largest", "[quanti
   CHECK(decode(format_of(FormatId::e4m3), q.codes[0]) == 2.25);     // the absmax at M
   CHECK(decode(format_of(FormatId::e4m3), q.codes[1]) == -0.25);    // -1 / 4 is exact in e4m3
   s.scale_max = 500;
-  CHECK(error_text([&] { (void)quantize(x, s); }).find("max 500.000000; expected 0 < max <= the format's largest (448.000000)") !=
+  CHECK(error_text([&] { (void)quantize(x, s); }).find("max 500 (the value the absmax maps to); expected 0.015625 <= max <= 448 (e4m3)") !=
         std::string::npos);
+}
+
+TEST_CASE("a knob the spec's other choices would ignore is an error, not a no-op", "[quantizer][errors]") {
+  const TensorF x = random_tensor(1, 8, 32, 3);
+  const auto why = [&](const QuantSpec& s) { return error_text([&] { (void)quantize(x, s); }); };
+  QuantSpec st = spec_of(FormatId::int8, Granularity::tensor);
+  st.rule = ScaleRule::static_multiplier;
+  st.multiplier = 127;
+  for (const auto& [field, set] : {std::pair<std::string, void (*)(QuantSpec&)>{"eps", [](QuantSpec& s) { s.scale_eps = 1e-7; }},
+                                   {"max", [](QuantSpec& s) { s.scale_max = 100; }},
+                                   {"amax", [](QuantSpec& s) { s.amax_mul = true; }}}) {
+    QuantSpec s = st;
+    set(s);
+    CHECK(why(s).find(field + ": /amax, /max and /eps shape a scale from the absmax; a static scale") != std::string::npos);
+  }
+  QuantSpec q4 = spec_of(FormatId::int4, Granularity::group, 32);
+  q4.signed_max = true;
+  q4.scale_max = 4;
+  CHECK(why(q4).find("amax: amax:signed (q4_0's grid) needs an integer format with a dynamic scale, without /div, /amax:mul, /round:away, /eps or /max") !=
+        std::string::npos);
+  q4.scale_max = 0;
+  q4.scale_format = FormatId::e8m0;  // unsigned: a negative d would be lost
+  CHECK(why(q4).find("amax: amax:signed keeps the scale's sign; the scale format e8m0 has none") != std::string::npos);
+  QuantSpec c = spec_of(FormatId::int8, Granularity::token);
+  c.codes_fp32 = true;
+  c.divide = true;
+  CHECK(why(c).find("codes: codes:fp32 multiplies by the fp32 scale's reciprocal; /div divides by the stored scale") != std::string::npos);
+  QuantSpec m = spec_of(FormatId::int8, Granularity::token);
+  m.scale_max = 0.5;  // int8 codes of a group whose absmax maps to 0.5: all 0 or +-1
+  CHECK(why(m).find("max: max 0.5 (the value the absmax maps to); expected 1 <= max <= 127 (int8)") != std::string::npos);
+  QuantSpec t = spec_of(FormatId::int8, Granularity::thread, 1 << 20);  // would allocate a scale per class of a 2^20-token tile
+  t.period = 1 << 20;
+  t.width = 1;
+  CHECK(why(t).find("the tile at most 4096 tokens") != std::string::npos);
+}
+
+TEST_CASE("a scale without a finite fp32 reciprocal is a numeric failure, never NaN codes", "[quantizer][errors]") {
+  // 1e-40 / 127 and 1e-38 / -8 are subnormal in fp32: their reciprocals overflow to inf.
+  TensorF x(1, 1, 2);
+  x.data = {1e-40f, 0.0f};
+  CHECK(error_text([&] { (void)quantize(x, spec_of(FormatId::int8, Granularity::tensor)); })
+            .find("is not representable in scale format 'fp32' with a finite fp32 reciprocal") != std::string::npos);
+  x.data = {1e-38f, 0.0f};
+  QuantSpec q4 = spec_of(FormatId::int4, Granularity::tensor);
+  q4.signed_max = true;
+  CHECK(error_text([&] { (void)quantize(x, q4); }).find("scale -1.25e-39 (group 0) is not representable") != std::string::npos);
+}
+
+TEST_CASE("eps leaves an all-zero group at scale 1", "[quantizer]") {
+  // SageAttention 2 adds 1e-7 to each scale; on zero padding that alone would underflow an e4m3
+  // scale (smallest 2^-9) to 0. The codes are zero either way.
+  TensorF x(1, 2, 4);
+  x.data = {0, 0, 0, 0, 1, -2, 3, 0.5f};
+  QuantSpec s = spec_of(FormatId::int8, Granularity::token);
+  s.scale_format = FormatId::e4m3;
+  s.scale_eps = 1e-7;
+  const QuantizedTensor q = quantize(x, s);
+  CHECK(q.scales[0] == 1.0f);
+  CHECK(q.scales[1] == static_cast<float>(round_to(format_of(FormatId::e4m3), static_cast<float>(3.0f / 127 + 1e-7f))));
+  for (int c = 0; c < 4; ++c) CHECK(q.codes[c] == 0u);
 }

@@ -436,7 +436,7 @@ def gen_value(rng, key):
         r = rng.random()
         if r < 0.85:
             return f"{rng.choice(TILE_INTS)}x{rng.choice(TILE_INTS)}"
-        return rng.choice(["64", "x", "64x64x64", "64X64", "64*64", "x64", "64x", "0x0"])
+        return rng.choice(["64", "x", "64x64x64", "64X64", "64*64", "x64", "64x", "0x0", "fa3_sm90", "fa3_sm80", "FA3_SM90", "fa3_sm90x64"])
     if key in ("split", "ksmooth_block"):
         return rng.choice(INTS)
     if key == "tau":
@@ -649,8 +649,12 @@ def mutate_tree(rng, tree, nops=None):
             desc.append(f"{path} = {short(v)}")
         elif op <= 15 and in_recipe_area(path) and isinstance(cur, Obj):  # JSON-form recipe
             k = rng.choice(RECIPE_KEYS + UNKNOWN_KEYS[:4] + ["format", "granularity", "static", "scale_format"])
+            # the operand object's keys, sizes of every granularity (thread's three) and modifiers
+            extra = [[x, rng.choice([rng.choice(NUM_EXTREME), type_pool(rng), rng.choice([1, 8, 16, 64, 128, 0, -1, 2**31])])]
+                     for x in rng.sample(["block", "period", "width", "static", "eps", "max", "amax_mul", "round_away",
+                                          "amax_signed", "codes_fp32", "divide", "scale_format"], rng.randint(0, 4))]
             v = rng.choice([gen_value(rng, k), rng.choice(NUM_EXTREME), type_pool(rng),
-                            Obj([["format", rng.choice(FORMATS + BAD_FORMATS)], ["granularity", rng.choice(GRANS)]])])
+                            Obj([["format", rng.choice(FORMATS + BAD_FORMATS)], ["granularity", rng.choice(GRANS + ["thread", "kvhead"])]] + extra)])
             cur.pairs.append([k, v])
             desc.append(f"{path}.{k} = {short(v)}")
         elif op == 16 and isinstance(c, Obj) and key in ("recipes",):

@@ -159,7 +159,16 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("q=int8/token/amax:signed/round:away k=int8/token"), "recipe field 'q.amax': amax:signed (q4_0's grid) needs"));
   CHECK(has(parse_error("q=int8/token/eps:2 k=int8/token"), "'int8/token/eps:2': eps:2; expected a number in (0, 1) added to each scale"));
   CHECK(has(parse_error("q=int8/thread:16 k=int8/token"), "'int8/thread:16': thread needs TILE:PERIOD:WIDTH"));
-  CHECK(has(parse_error("q=int8/thread:16:5:1 k=int8/token"), "recipe field 'q.block': thread granularity needs TILE:PERIOD:WIDTH positive, the period dividing the tile"));
+  CHECK(has(parse_error("q=int8/thread:16:5:1 k=int8/token"), "recipe field 'q.block': thread granularity needs TILE:PERIOD:WIDTH positive, the tile at most 4096 tokens, the period dividing the tile"));
+  // A modifier the other choices would ignore is an error naming the operand's field.
+  CHECK(has(parse_error("p=e4m3/static:448/round:away"), "recipe field 'p': P takes a format and a static multiplier only"));
+  CHECK(has(parse_error("p=e4m3/static:448/scale:fp16"), "recipe field 'p': P takes a format and a static multiplier only"));
+  CHECK(has(parse_error("v=e4m3/static:2/max:2"), "recipe field 'v.max': /amax, /max and /eps shape a scale from the absmax"));
+  CHECK(has(parse_error("q=int8/token/div/codes:fp32 k=int8/token"), "recipe field 'q.codes': codes:fp32 multiplies"));
+  CHECK(has(parse_error("k=int4/group:32/amax:signed/scale:e8m0 q=int8/group:32"), "recipe field 'k.amax': amax:signed keeps the scale's sign"));
+  CHECK(has(parse_error("v=e4m3/channel/max:0.001"), "recipe field 'v.max': max 0.001 (the value the absmax maps to); expected 0.015625 <= max <= 448"));
+  CHECK(has(parse_error("q=int8/tensor/amax:signed k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"),
+            "recipe field 'q': an integer softmax (qflash, shiftmax) needs int8 with a per-tensor or per-head dynamic absmax scale"));
   CHECK(has(parse_error("qq=int8/token"), "unknown key 'qq'; expected one of: q, k, p, v"));
   CHECK(has(parse_error("q=int8/token q=int8/tensor"), "key 'q' given twice"));
   CHECK(has(parse_error("acc.pv=mma(chunk=32,bits=3)"), "unknown mma key 'bits'"));
@@ -178,6 +187,16 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
             "x.json: key 'split': expected a string, number or boolean"));
   CHECK(has(error_text([&] { (void)recipe_from_json(nlohmann::json::parse(R"({"q": "int8/token"})"), "x.json"); }),
             "x.json: recipe field 'q.format/k.format'"));
+  // Sizes only with the granularity that reads them; thread needs all three.
+  const auto json_error = [](const char* text) { return error_text([&] { (void)recipe_from_json(nlohmann::json::parse(text), "x.json"); }); };
+  CHECK(has(json_error(R"({"q": {"format": "int8", "granularity": "token", "period": 8}, "k": "int8/token"})"),
+            "x.json: key 'q'.period: applies to granularity thread, not 'token'"));
+  CHECK(has(json_error(R"({"q": {"format": "int8", "granularity": "head", "block": 8}, "k": "int8/token"})"),
+            "x.json: key 'q'.block: applies to granularity block, group or thread, not 'head'"));
+  CHECK(has(json_error(R"({"q": {"format": "int8", "granularity": "thread", "block": 16, "period": 8}, "k": "int8/token"})"),
+            "x.json: key 'q'.width: absent; granularity 'thread' needs it (thread takes block, period and width)"));
+  CHECK(has(json_error(R"({"q": {"format": "int8", "static": 2, "width": 1}, "k": "int8/token"})"),
+            "x.json: key 'q'.width: applies to granularity thread, and no granularity is given"));
 }
 
 TEST_CASE("presets and the real kernels' knobs round-trip through both forms", "[recipe]") {

@@ -419,7 +419,21 @@ void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, 
   check_launch("quantize_v_kernel");
 }
 
+std::string quantizer_not_covered(const Recipe& r) {
+  for (const OperandQuant* o : {&r.q, &r.k, &r.p, &r.v}) {
+    if (o->unit_scale) continue;
+    if (o->spec.divide) return "the GPU paths quantize by multiplying with the scale's reciprocal; /div (a division) is emulator-only";
+    if (o->spec.amax_mul || o->spec.half_away || o->spec.scale_eps != 0 || o->spec.signed_max || o->spec.codes_fp32 || o->spec.scale_max != 0) {
+      return "the GPU paths quantize with the lab's rule; /amax:mul, /amax:signed, /round:away, /eps, /codes:fp32 and /max are emulator-only";
+    }
+    if (o->spec.granularity == Granularity::kvhead) return "kvhead scales (one per GQA group, FlashAttention-3's Q descale) are emulator-only";
+    if (o->spec.granularity == Granularity::thread) return "thread scales (a lane's strided rows, SageAttention 2's per-thread int8) are emulator-only";
+  }
+  return "";
+}
+
 std::string prepare_not_covered(const Recipe& r, int dim, bool with_v) {
+  if (std::string why = quantizer_not_covered(r); !why.empty()) return why;
   const auto float_rounded = [](const OperandQuant& o) { return o.unit_scale && format_of(o.spec.format).kind != Kind::integer; };
   if (float_rounded(r.q) && float_rounded(r.k)) {
     if (with_v) return "Q and K rounded to a float format feed flash_dot4, which takes V as values (with_v = false)";

@@ -71,10 +71,15 @@ void quantize_v_e4m3_transposed(const float* v, int heads, int tokens, int dim, 
 // N rounded up to the mma key tile (Np of the Vt layout).
 int padded_tokens(int tokens);
 
+// Why the GPU's quantizers cannot form the recipe's codes and scales (the lab's rule: multiply by
+// the reciprocal of absmax / max, one scale per tensor, head, token, block, group or channel), or "".
+// Every GPU path (prepare_device and each family's own quantizer) answers to it.
+std::string quantizer_not_covered(const Recipe& r);
+
 // Why the preparation kernels cannot produce the recipe's operands ("" when they can): Q and K int8
 // (tensor, head, token or block scales) or both rounded to float formats (then with_v false), V e4m3 (unit, tensor, head or channel scales; only when
 // with_v, and then no V smoothing), rotation none or hadamard (power-of-two d <= kMaxHadamardDim),
-// any K smoothing, Q smoothing.
+// any K smoothing, Q smoothing; quantizer_not_covered(r) first.
 std::string prepare_not_covered(const Recipe& r, int dim, bool with_v = true);
 
 struct PrepareOptions {
