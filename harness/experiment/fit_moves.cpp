@@ -126,6 +126,8 @@ std::vector<FitMove> fit_moves(const Recipe& r) {
   for (const char* v : {"joint", "sequential"}) set("qkscale", v);
   for (const char* v : {"quantized", "float"}) set("denominator", v);
   for (const char* v : {"none", "zero"}) set("pad", v);
+  if (!r.k.unit_scale && r.k.spec.format == FormatId::int4 && r.k.spec.granularity == Granularity::group && r.q.spec.granularity == Granularity::group)
+    for (const char* v : {"codes", "qsum"}) set("kzero", v);
   if (r.split_k == 1 && r.softmax == SoftmaxKind::float_online)
     for (const char* v : {"forward", "reverse"}) set("order", v);
   for (const char* v : {"fp32", "fp16", "bf16"}) set("out", v);

@@ -110,6 +110,7 @@ constexpr std::pair<const char*, QFlashVariant::Tail> kQfTail[] = {{"lab", QFlas
 constexpr std::pair<const char*, QFlashVariant::Division> kQfDiv[] = {{"lab", QFlashVariant::Division::lab}, {"trunc32", QFlashVariant::Division::trunc32}};
 constexpr std::pair<const char*, bool> kQkScale[] = {{"joint", false}, {"sequential", true}};
 constexpr std::pair<const char*, bool> kPad[] = {{"none", false}, {"zero", true}};
+constexpr std::pair<const char*, bool> kKZero[] = {{"codes", false}, {"qsum", true}};
 constexpr std::pair<const char*, bool> kOrder[] = {{"forward", false}, {"reverse", true}};
 constexpr std::pair<const char*, bool> kBool[] = {{"0", false}, {"1", true}, {"false", false}, {"true", true}};
 
@@ -230,6 +231,7 @@ const Key kKeys[] = {
     QATTN_ENUM_KEY("qprescale", q_prescale, kBool, [](const Recipe& r) { return r.q_prescale; }),
     QATTN_ENUM_KEY("qkscale", qk_scale_sequential, kQkScale, [](const Recipe& r) { return r.qk_scale_sequential; }),
     QATTN_ENUM_KEY("pad", pad_keys_zero, kPad, [](const Recipe& r) { return r.pad_keys_zero; }),
+    QATTN_ENUM_KEY("kzero", k_zero_q_sum, kKZero, [](const Recipe& r) { return r.k_zero_q_sum; }),
     QATTN_ENUM_KEY("order", reverse_key_tiles, kOrder, [](const Recipe& r) { return r.reverse_key_tiles; }),
     {"out", [](Recipe& r, const std::string& v, const std::string& w) { r.out = parse_format(v, w); },
      [](const Recipe& r) { return std::string(name_of(r.out)); }, [](const Recipe& r) { return r.out != FormatId::fp32; }},

@@ -93,6 +93,7 @@ struct Prepared {
   TensorF k_float;                   // q smoothing: K after smoothing, before quantization (dS = mean_q . K)
   std::vector<float> v_means;        // v smoothing: per (kv head) channel means
   std::vector<double> v_f64;         // V's values widened once (exact PV accumulation reads these)
+  std::vector<float> q_group_sums;   // kzero=qsum: [Hq][N][groups], fp32 sums of Q's values before quantization
 };
 
 Prepared prepare_all(const Problem& p, const Recipe& r) {
@@ -138,6 +139,17 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
     return oq;
   };
   pr.q = named("q", q, grouped(r.q, p.q.heads / p.k.heads));
+  if (r.k_zero_q_sum) {
+    const int d = q.dim, g = pr.q.groups, gs = d / g;
+    pr.q_group_sums.assign(static_cast<std::size_t>(q.heads) * q.tokens * g, 0.0f);
+    for (int h = 0; h < q.heads; ++h)
+      for (int i = 0; i < q.tokens; ++i)
+        for (int gi = 0; gi < g; ++gi) {
+          float s = 0;
+          for (int c = gi * gs; c < (gi + 1) * gs; ++c) s += q.row(h, i)[c];
+          pr.q_group_sums[(static_cast<std::size_t>(h) * q.tokens + i) * g + gi] = s;
+        }
+  }
   pr.k = named("k", k, grouped(r.k, 1));
   pr.v = named("v", v, grouped(r.v, 1), v_scaled_after_pv(r));
   if (r.pv_acc.kind == Accumulator::Kind::exact) pr.v_f64.assign(pr.v.values.data.begin(), pr.v.values.data.end());
@@ -229,7 +241,18 @@ class Scorer {
       const std::int16_t* b = &pr_.k.codes[(static_cast<std::size_t>(kh) * p_.k.tokens + j) * d];
       const float* sa = &pr_.q.scales[(static_cast<std::size_t>(h) * p_.q.tokens + i) * g];
       const float* sb = &pr_.k.scales[(static_cast<std::size_t>(kh) * p_.k.tokens + j) * g];
-      if (g == 1) {
+      if (r_.k_zero_q_sum) {
+        // K's codes as stored, c + 8: sK (sQ sum((c + 8) q) - 8 sum(x)) per group, where sum(x) is
+        // Q's unquantized sum, so the zero point's share carries none of Q's rounding.
+        const float* qs = &pr_.q_group_sums[(static_cast<std::size_t>(h) * p_.q.tokens + i) * g];
+        s = 0;
+        for (int gi = 0; gi < g; ++gi) {
+          int code_sum = 0;
+          for (int c = gi * gs; c < (gi + 1) * gs; ++c) code_sum += a[c];
+          const int stored = int_dot(a + gi * gs, b + gi * gs, gs) + 8 * code_sum;
+          s += sb[gi] * (static_cast<float>(stored) * sa[gi] - 8.0f * qs[gi]);
+        }
+      } else if (g == 1) {
         s = r_.qk_scale_sequential ? static_cast<float>(int_dot(a, b, d)) * sa[0] * sb[0] : static_cast<float>(int_dot(a, b, d)) * (sa[0] * sb[0]);
       } else {
         s = 0;  // llama.cpp-style blocks: one int dot per group, scaled and summed in fp32

@@ -426,6 +426,7 @@ std::string not_covered(const Problem& p, const Recipe& r) {
     return "ksmooth.format, qprescale, qkscale and pad (SageAttention 1's choices) are emulator-only";
   }
   if (r.reverse_key_tiles) return "order=reverse (FlashAttention-3's key tile order) is emulator-only";
+  if (r.k_zero_q_sum) return "kzero=qsum (ggml-cuda's zero point from Q's unquantized sum) is emulator-only";
   if (r.tiles.fa3_sm90) return "tiles=fa3_sm90 (FlashAttention-3's tiles by head dim and mask) is emulator-only";
   // Every family's reason, in the table's order, unless one takes the recipe.
   std::string why;

@@ -42,13 +42,21 @@ const std::vector<RecipePreset>& recipe_presets() {
        "run on the H200 (scripts/peers/prove-peers-on-h200.sh): bf16 Q, K, V and P, the denominator in fp32, its tiles by head dim and mask (tiles=fa3_sm90: "
        "192x128 at d 64 causal, 192x192 not causal, 128x128 / 128x176 at d 128), taken from the last to the first (order=reverse); the measured bf16 wgmma accumulators change nothing; see the README's presets table"},
       {"llamacpp-q8_0",
-       "q=int8/group:32/div k=int8/group:32/scale:fp16/round:away v=int8/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
-       "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh (the CUDA vector kernel, NVIDIA)",
-       "read from source, not run: Q's codes come from the fp32 scale while fp16 is stored, roundf ties, fp32 partial sums per 4 elements, the interleaved key split"},
+       "q=int8/group:32/round:away k=int8/group:32/scale:fp16/codes:fp32/round:away v=int8/group:32/scale:fp16/codes:fp32/round:away "
+       "acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
+       "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh, cpy-utils.cuh "
+       "(the CUDA vector kernel of single-row decode, NVIDIA)",
+       "single-row decode: Q times the softmax scale quantized per 32 to int8 by a division by amax/127 in fp32, rounded half away "
+       "(roundf); K and V by ggml-cuda's own quantizer: codes from the fp32 scale, d stored in fp16; K Q^T from int32 sums times both "
+       "scales in fp32, V dequantized to fp32, P V in fp32, keys interleaved over warps and blocks; not modelled: -use_fast_math's "
+       "approximate division and expf"},
       {"llamacpp-q4_0",
-       "q=int8/group:32/div k=int4/group:32/scale:fp16 v=int4/group:32/scale:fp16 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",
-       "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh, ggml-quants.c",
-       "read from source, not run: q4_0's own grid (absmax/8, codes -8..7, rounded half up) is not the lab's symmetric int4 at absmax/7, a large part of its low score"},
+       "q=int8/group:32/round:away k=int4/group:32/scale:fp16/amax:signed v=int4/group:32/scale:fp16/amax:signed acc.qk=exact "
+       "kzero=qsum p=fp32 acc.pv=fp32 tiles=1x32 split=4",
+       "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh, cpy-utils.cuh",
+       "single-row decode as llamacpp-q8_0, K and V on q4_0's grid (the element of largest magnitude at -8, the others -8..7 rounded "
+       "half up, codes from the fp32 scale: amax:signed); not modelled: K Q^T's offset term -8 d_K sum(Q) takes the sum of Q's "
+       "unquantized values, not of its codes"},
       {"llamacpp-q8_0-cpu",
        "q=int8/group:32/scale:fp16/codes:fp32 k=int8/group:32/scale:fp16/codes:fp32 v=int8/group:32/scale:fp16/codes:fp32 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x1",
        "github ggml-org/ggml, commit d99724f, src/ggml-cpu/ops.cpp (ggml_compute_forward_flash_attn_ext_f16), arch/x86/quants.c; built here (x86, GGML_NATIVE=OFF: AVX2)",

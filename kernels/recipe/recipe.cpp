@@ -145,6 +145,11 @@ void validate(const Recipe& r) {
   if ((r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) && r.softmax != SoftmaxKind::float_online) {
     bad("qprescale/qkscale/pad", "these are float-softmax choices: they need softmax=float");
   }
+  if (r.k_zero_q_sum && (r.q.unit_scale || r.k.unit_scale || format_of(r.q.spec.format).kind != Kind::integer || r.k.spec.format != FormatId::int4 ||
+                         r.k.spec.granularity != Granularity::group || r.q_smoothing || r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none)) {
+    bad("kzero", "qsum takes int4 K (stored as codes + 8) and integer Q with group scales, without smoothing or rotation (e.g. q=int8/group:32 "
+                 "k=int4/group:32/scale:fp16/amax:signed)");
+  }
   if (r.out != FormatId::fp32 && r.out != FormatId::fp16 && r.out != FormatId::bf16) {
     bad("out", std::string("'") + name_of(r.out) + "': expected fp32, fp16 or bf16 (the output format the kernel stores)");
   }

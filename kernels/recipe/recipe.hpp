@@ -127,6 +127,10 @@ struct Recipe {
   bool q_prescale = false;     // Q multiplied by fp32(softmax_scale x 1.44269504) before quantization; scores are then log2 units
   bool qk_scale_sequential = false;  // integer QK^T: (S sq) sk in two fp32 multiplies instead of S fp32(sq sk)
   bool pad_keys_zero = false;  // keys past N in the last tile score 0 (a masked load reads 0) against V = 0 (not causal)
+  // int4 K kept as unsigned codes c + 8 (q4_0's storage) against int8 Q in groups: the zero point's
+  // share, 8 x sK x sum(Q), taken from the sum of Q's unquantized values in the group instead of its
+  // codes (ggml-cuda's vector kernel: Q in q8_1, whose block carries that sum). false: exact codes.
+  bool k_zero_q_sum = false;
   // Key tiles from the last visible one down to the first, as FlashAttention-3's mainloop iterates
   // them: P is rounded against the running max, so the order changes which max each tile sees.
   bool reverse_key_tiles = false;

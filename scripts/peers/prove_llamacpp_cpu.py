@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""llama.cpp's CPU flash attention (ggml_flash_attn_ext over a q8_0 / q4_0 / f16 KV cache, run by
-the harness scripts/peers/llamacpp_cpu/attn_ggml) on a dump's layers, written as qattn-outputs/1
-files for `qattn score` and `qattn fit`.
+"""llama.cpp's flash attention (ggml_flash_attn_ext over a q8_0 / q4_0 / f16 KV cache, run by the
+harness scripts/peers/llamacpp_cpu/attn_ggml on ggml's CPU or CUDA backend) on a dump's layers,
+written as qattn-outputs/1 files for `qattn score` and `qattn fit`.
 
-Per cache type it writes OUT/DUMP-llamacpp-TYPE-cpu.h5 (every row of every layer, causal as the
-dump says; prefill in llama.cpp's ubatches; the name after the dump's is the type's preset) and,
-for causal dumps, OUT/DUMP-llamacpp-TYPE-cpu-decode.h5 (a seeded sample of rows, each run alone as
-single-token decode against keys 0..i; its `rows` dataset names them); scripts/peers/score-peers.sh
-scores them against the presets. --synth makes seeded random dumps with `qattn synth` instead and does the same
-for each. --check-threads runs the first layer again with one thread and compares the bytes.
+CPU (--backend cpu), per cache type: OUT/DUMP-llamacpp-TYPE-cpu.h5 (every row of every layer, causal
+as the dump says; prefill in llama.cpp's ubatches; the name after the dump's is the type's preset)
+and, for causal dumps, OUT/DUMP-llamacpp-TYPE-cpu-decode.h5 (a seeded sample of rows, each run alone
+as single-token decode against keys 0..i; its `rows` dataset names them).
+CUDA (--backend cuda): single-row decode runs ggml-cuda's vector kernel, whose presets are
+llamacpp-q8_0 and llamacpp-q4_0: OUT/DUMP-llamacpp-TYPE-decode.h5; prefill runs another kernel (the
+tensor-core kernel over K and V converted to f16), modelled by no preset: OUT/DUMP-llamacpp-TYPE-cuda.h5
+(--prefill-layers; no recipe attribute), for `qattn score --recipe` and `qattn fit`.
+scripts/peers/score-peers.sh scores the files named by a preset. --synth makes seeded random dumps
+with `qattn synth` instead and does the same for each. --check-threads (CPU) runs the first layer
+again with one thread and compares the bytes.
 
-Usage: prove_llamacpp_cpu.py HARNESS OUT (--dump DUMP | --synth QATTN) [--types q8_0,q4_0,f16]
+Usage: prove_llamacpp_cpu.py HARNESS OUT (--dump DUMP | --synth QATTN) [--backend cpu|cuda] [--types q8_0,q4_0,f16]
 Run with .venv/bin/python and PYTHONPATH=build/python (the qattn package)."""
 import argparse
 import os
@@ -22,8 +27,12 @@ import numpy as np
 
 import qattn
 
-# Each cache type's preset: the recipe attribute of its outputs and the name after the dump's.
-PRESETS = {"q8_0": "llamacpp-q8_0-cpu", "q4_0": "llamacpp-q4_0-cpu", "f16": "llamacpp-f16-cpu"}
+# Each cache type's preset per backend: the recipe attribute of its outputs and the name after the
+# dump's. CPU: prefill and decode; CUDA: decode (the vector kernel) only, f16 K/V modelled by none.
+PRESETS = {
+    "cpu": {"q8_0": "llamacpp-q8_0-cpu", "q4_0": "llamacpp-q4_0-cpu", "f16": "llamacpp-f16-cpu"},
+    "cuda": {"q8_0": "llamacpp-q8_0", "q4_0": "llamacpp-q4_0", "f16": None},
+}
 
 # Random inputs: (name, synth options). Small enough for a 2-core machine; N not a multiple of 32.
 SYNTH_CASES = [
@@ -39,7 +48,7 @@ def fail(msg):
     sys.exit(f"prove_llamacpp_cpu: {msg}")
 
 
-def run_harness(harness, d, cache_type, threads, work, decode_rows=None):
+def run_harness(harness, d, cache_type, threads, work, decode_rows=None, backend="cpu"):
     """Runs the harness on one layer's tensors; returns float32 [Hq, R, d]."""
     q, k, v = (np.ascontiguousarray(d[x], dtype=np.float32) for x in ("q", "k", "v"))
     hq, n, dim = q.shape
@@ -50,7 +59,7 @@ def run_harness(harness, d, cache_type, threads, work, decode_rows=None):
     argv = [harness, "--q", paths["q"], "--k", paths["k"], "--v", paths["v"], "--out", paths["o"],
             "--hq", str(hq), "--hkv", str(hkv), "--n", str(n), "--d", str(dim),
             "--scale", repr(float(d["softmax_scale"])), "--type", cache_type,
-            "--causal", "1" if d["causal"] else "0", "--threads", str(threads)]
+            "--causal", "1" if d["causal"] else "0", "--threads", str(threads), "--backend", backend]
     if decode_rows is not None:
         argv += ["--decode-rows", ",".join(str(int(r)) for r in decode_rows)]
     res = subprocess.run(argv, capture_output=True, text=True)
@@ -90,28 +99,41 @@ def prove_dump(a, dump, out, work):
         fail(f"{dump}: a layer has a sliding window; this harness has no window mask")
     n = data[layers[0]]["q"].shape[1]
     rows = decode_sample(n, a.decode_rows, a.seed) if causal and a.decode_rows > 0 else None
-    attrs = {"dataset": os.path.basename(dump), "harness": "scripts/peers/llamacpp_cpu/attn_ggml",
+    attrs = {"dataset": os.path.basename(dump), "harness": "scripts/peers/llamacpp_cpu/attn_ggml", "backend": a.backend,
              "threads": str(a.threads), "ggml": a.ggml_version}
+    presets = PRESETS[a.backend]
+    prefill_layers = layers
+    if a.prefill_layers:
+        prefill_layers = a.prefill_layers.split(",")
+        missing = [l for l in prefill_layers if l not in data]
+        if missing:
+            fail(f"--prefill-layers: {missing} are not among the layers run ({layers})")
+
+    def run(l, t, r=None, threads=a.threads):
+        return run_harness(a.harness, data[l], t, threads, work, r, a.backend)
+
     written = []
     for t in a.types.split(","):
-        if t not in PRESETS:
-            fail(f"--types: '{t}' is not one of {sorted(PRESETS)}")
-        entries = [{"layer": l, "o": run_harness(a.harness, data[l], t, a.threads, work)} for l in layers]
-        path = os.path.join(out, f"{tag}{PRESETS[t]}.h5")
-        qattn.write_outputs(path, PRESETS[t], entries, recipe=f"preset={PRESETS[t]}", attrs=attrs)
+        if t not in presets:
+            fail(f"--types: '{t}' is not one of {sorted(presets)}")
+        preset = presets[t]
+        # CPU prefill is the preset's kernel; CUDA prefill is another kernel than the preset's (decode's).
+        prefill_name = preset if a.backend == "cpu" else f"llamacpp-{t}-cuda"
+        entries = [{"layer": l, "o": run(l, t)} for l in prefill_layers]
+        path = os.path.join(out, f"{tag}{prefill_name}.h5")
+        qattn.write_outputs(path, prefill_name, entries, recipe=f"preset={preset}" if a.backend == "cpu" else "", attrs=attrs)
         written.append(path)
-        if rows is not None:
-            dec = [{"layer": l, "o": run_harness(a.harness, data[l], t, a.threads, work, rows), "rows": np.array(rows, dtype=np.int64)}
-                   for l in layers]
-            path = os.path.join(out, f"{tag}{PRESETS[t]}-decode.h5")
-            qattn.write_outputs(path, f"{PRESETS[t]}-decode", dec, recipe=f"preset={PRESETS[t]}", attrs=attrs)
+        if rows is not None and preset is not None:
+            dec = [{"layer": l, "o": run(l, t, rows), "rows": np.array(rows, dtype=np.int64)} for l in layers]
+            path = os.path.join(out, f"{tag}{preset}-decode.h5")
+            qattn.write_outputs(path, f"{preset}-decode", dec, recipe=f"preset={preset}", attrs=attrs)
             written.append(path)
-        if a.check_threads:
+        if a.check_threads and a.backend == "cpu":
             for mode, r in (("prefill", None), ("decode", rows)):
                 if mode == "decode" and r is None:
                     continue
-                one = run_harness(a.harness, data[layers[0]], t, 1, work, r)
-                many = run_harness(a.harness, data[layers[0]], t, a.threads, work, r)
+                one = run(layers[0], t, r, threads=1)
+                many = run(layers[0], t, r)
                 same = one.tobytes() == many.tobytes()
                 diff = "" if same else f" ({int((one != many).sum())} of {one.size} values differ, max |diff| {float(np.abs(one - many).max()):.3g})"
                 print(f"threads 1 vs {a.threads}, {tag}{t} {mode} layer {layers[0]}: {'bit-equal' if same else 'DIFFERENT'}{diff}")
@@ -127,8 +149,10 @@ def main():
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--dump", help="a qattn-dump/1 file")
     src.add_argument("--synth", metavar="QATTN", help="the qattn binary: make seeded random dumps with `qattn synth` (into OUT/inputs)")
+    ap.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="ggml's backend (cuda: the harness built against ggml-cuda)")
     ap.add_argument("--types", default="q8_0,q4_0,f16", help="cache types, comma-separated (q8_0, q4_0, f16)")
     ap.add_argument("--layers", default="", help="layer names, comma-separated (default: all)")
+    ap.add_argument("--prefill-layers", default="", help="layers run as prefill, comma-separated (default: every layer run)")
     ap.add_argument("--decode-rows", type=int, default=32, help="rows sampled for single-token decode (0: none)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)

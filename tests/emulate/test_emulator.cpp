@@ -1,5 +1,6 @@
 // The emulator against the float64 reference, against hand-worked cases, and against itself
 // (tiles, threads, split-K), per the recipe features implemented so far.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -838,4 +839,61 @@ TEST_CASE("tiles=fa3_sm90 takes FlashAttention-3's tiles by head dim, mask and e
   CHECK(emulate(p, r).out.data == emulate(p, named).out.data);
   named.tiles = Tiles{192, 128};
   CHECK(emulate(p, r).out.data != emulate(p, named).out.data);
+}
+
+TEST_CASE("kzero=qsum: q4_0 K's zero point times Q's unquantized sum, as ggml-cuda's vector kernel forms it", "[emulate]") {
+  const Problem p = random_problem(2, 1, 16, 64, 61);
+  Recipe r = fp32_recipe();
+  r.q = scaled(FormatId::int8, Granularity::group, 32);
+  r.k = scaled(FormatId::int4, Granularity::group, 32);
+  r.k.spec.scale_format = FormatId::fp16;
+  r.k.spec.signed_max = true;
+  r.qk_acc.kind = Accumulator::Kind::exact;
+  const QuantizedTensor qq = quantize(p.q, r.q.spec), kq = quantize(p.k, r.k.spec);
+  const TensorF qd = dequantize(qq), kd = dequantize(kq);
+  // Each row by hand in float64: sum(K Q) over the dequantized values, plus, for qsum, the
+  // zero point's share 8 sK (sum(Q as quantized) - sum(Q)) per group; softmax and P V in float64.
+  const auto expected = [&](bool qsum) {
+    std::vector<double> out;
+    for (int h = 0; h < p.q.heads; ++h)
+      for (int i = 0; i < p.q.tokens; ++i) {
+        std::vector<double> s(static_cast<std::size_t>(p.k.tokens));
+        for (int j = 0; j < p.k.tokens; ++j) {
+          double t = 0;
+          for (int c = 0; c < 64; ++c) t += static_cast<double>(qd.row(h, i)[c]) * kd.row(0, j)[c];
+          if (qsum)
+            for (int g = 0; g < 2; ++g) {
+              double dq = 0;
+              for (int c = 32 * g; c < 32 * g + 32; ++c) dq += static_cast<double>(qd.row(h, i)[c]) - p.q.row(h, i)[c];
+              t += 8.0 * kq.scales[kq.scale_index(0, j, 32 * g)] * dq;
+            }
+          s[static_cast<std::size_t>(j)] = t * p.scale();
+        }
+        const double m = *std::max_element(s.begin(), s.end());
+        double l = 0;
+        std::vector<double> o(64, 0.0);
+        for (int j = 0; j < p.k.tokens; ++j) {
+          const double w = std::exp(s[static_cast<std::size_t>(j)] - m);
+          l += w;
+          for (int c = 0; c < 64; ++c) o[static_cast<std::size_t>(c)] += w * p.v.row(0, j)[c];
+        }
+        for (double x : o) out.push_back(x / l);
+      }
+    return out;
+  };
+  const auto max_diff = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double m = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+    return m;
+  };
+  const std::vector<double> codes = expected(false), qsum = expected(true);
+  Recipe z = r;
+  z.k_zero_q_sum = true;
+  const std::vector<double> emu_codes = as_double(emulate(p, r).out), emu_qsum = as_double(emulate(p, z).out);
+  INFO("codes vs qsum by hand " << max_diff(codes, qsum));
+  // The two rules differ by Q's rounding times 8 sK: far above fp32 softmax rounding (outputs ~1).
+  CHECK(max_diff(codes, qsum) > 1e-4);
+  // fp32 scores, exp2 and sums against float64: a few fp32 ulps of outputs of size ~1.
+  CHECK(max_diff(emu_codes, codes) < 2e-6);
+  CHECK(max_diff(emu_qsum, qsum) < 2e-6);
 }

@@ -138,6 +138,7 @@ ENUMS = {
     "ksmooth.format": FORMATS + ["fp64", ""],
     "qkscale": ["joint", "sequential", "both", ""],
     "pad": ["none", "zero", "one", ""],
+    "kzero": ["codes", "qsum", "sum", ""], "order": ["forward", "reverse", "backward", ""],
     "qflash.consts": ["lab", "kernel", "bogus", ""], "qflash.exp": ["lab", "fixed16", "kernel", "x"],
     "qflash.requant": ["lab", "round16", "x"], "qflash.release": ["lab", "shift30", "x"],
     "qflash.start": ["lab", "kernel", "x"], "qflash.tail": ["lab", "pad", "x"], "qflash.div": ["lab", "trunc32", "x"],
@@ -147,7 +148,7 @@ PRESETS = ["qflash-46adca5", "sageattn-1.0.6", "sageattn2-sm90", "sageattn2-sm89
 RECIPE_KEYS = ["q", "k", "p", "v", "ksmooth", "ksmooth_block", "qsmooth", "vsmooth", "rotation", "softmax",
                "denominator", "acc.qk", "acc.pv", "tiles", "split", "tau", "qflash.consts", "qflash.exp",
                "qflash.requant", "qflash.release", "qflash.start", "qflash.tail", "qflash.div", "ksmooth.format",
-               "qprescale", "qkscale", "pad", "out", "preset"]
+               "qprescale", "qkscale", "pad", "kzero", "order", "out", "preset"]
 UNKNOWN_KEYS = ["foo", "Q", "acc", "acc.qq", "q.k", "sqnr", "K", "tile", "splits", "acc.qk.x", "p.format", "window",
                 "sliding_window", "causal", "\u00e9", "_", "q_"]
 UNICODE = ["\u00e9", "\u65e5\u672c\u8a9e", "\u202e", "\U0001F642", "\ufeff", "\u0000", "\u200b", "\uffff",

@@ -118,6 +118,7 @@ TEST_CASE("string and JSON forms round-trip", "[recipe]") {
                            "q=int8/group:32/scale:fp16 k=int4/group:32/scale:fp16 acc.qk=exact p=int8/static:127 v=int8/block:32",
                            "q=int8/thread:16:8:1/amax:mul k=int8/thread:128:8:2/div/round:away/eps:1e-07 acc.qk=exact p=e4m3/static:448 v=e4m3/channel/max:2.25",
                            "q=int8/group:32/scale:fp16/codes:fp32 k=int4/group:32/scale:fp16/amax:signed acc.qk=exact v=int4/group:32/amax:signed",
+                           "q=int8/group:32/round:away k=int4/group:32/scale:fp16/amax:signed acc.qk=exact kzero=qsum",
                            "q=e4m3/tensor k=e4m3/head p=e4m3fnuz/static:240 v=e5m2/channel/scale:e8m0 acc.pv=fp16 ksmooth=block_corrected ksmooth_block=16",
                            "q=fp16 k=fp16 p=e4m3/static:448 v=e4m3/channel acc.pv=mma(chunk=16,align=32,chunk_bits=13,chunk_round=even,acc_bits=13,add_round=zero,flush=0) split=8 tau=8"}) {
     INFO(line);
@@ -166,6 +167,8 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("v=e4m3/static:2/max:2"), "recipe field 'v.max': /amax, /max and /eps shape a scale from the absmax"));
   CHECK(has(parse_error("q=int8/token/div/codes:fp32 k=int8/token"), "recipe field 'q.codes': codes:fp32 multiplies"));
   CHECK(has(parse_error("k=int4/group:32/amax:signed/scale:e8m0 q=int8/group:32"), "recipe field 'k.amax': amax:signed keeps the scale's sign"));
+  CHECK(has(parse_error("q=int8/group:32 k=int8/group:32 kzero=qsum"), "recipe field 'kzero': qsum takes int4 K (stored as codes + 8)"));
+  CHECK(has(parse_error("q=int8/group:32 k=int4/group:32 ksmooth=global kzero=qsum"), "recipe field 'kzero': qsum takes int4 K"));
   CHECK(has(parse_error("v=e4m3/channel/max:0.001"), "recipe field 'v.max': max 0.001 (the value the absmax maps to); expected 0.015625 <= max <= 448"));
   CHECK(has(parse_error("q=int8/tensor/amax:signed k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"),
             "recipe field 'q': an integer softmax (qflash, shiftmax) needs int8 with a per-tensor or per-head dynamic absmax scale"));

@@ -161,14 +161,22 @@ def test_sageattention2_scales_a_lanes_strided_rows_and_adds_its_epsilon():
     assert near > sage2_distance("15", "preset=sageattn2-sm90 q=int8/thread:16:8:1/div/round:away k=int8/thread:128:8:2/div/round:away") + 10
 
 
-@pytest.mark.parametrize("kind, layer, measured", [
-    # Measured on these rows when the presets were set (ggml d99724f's CPU flash attention, x86
-    # AVX2); the rule asks 30 dB beyond the presets' 43.9 / 35.5 (q8_0) and 21.3 / 14.4 (q4_0) dB here.
-    ("q8_0", "0", 85.08), ("q8_0", "15", 66.00), ("q4_0", "0", 85.98), ("q4_0", "15", 70.63),
+@pytest.mark.parametrize("backend, kind, layer, measured", [
+    # Measured on these rows when the presets were set. ggml d99724f's CPU flash attention (x86 AVX2,
+    # prefill): the rule asks 30 dB beyond the presets' 43.9 / 35.5 (q8_0) and 21.3 / 14.4 (q4_0) dB.
+    ("cpu", "q8_0", "0", 85.08), ("cpu", "q8_0", "15", 66.00), ("cpu", "q4_0", "0", 85.98), ("cpu", "q4_0", "15", 70.63),
+    # Its CUDA vector kernel (single-row decode, the H200): beyond 42.5 / 35.5 / 35.7 / 35.1 / 39.2 dB
+    # (q8_0) and 20.8 / 13.7 / 14.9 / 12.6 / 17.2 dB (q4_0) on these rows.
+    ("cuda", "q8_0", "0", 104.91), ("cuda", "q8_0", "7", 75.64), ("cuda", "q8_0", "15", 73.20), ("cuda", "q8_0", "22", 83.89),
+    ("cuda", "q8_0", "29", 86.40), ("cuda", "q4_0", "0", 81.19), ("cuda", "q4_0", "7", 126.60), ("cuda", "q4_0", "15", 57.62),
+    ("cuda", "q4_0", "22", 50.41), ("cuda", "q4_0", "29", 67.79),
 ])
-def test_llamacpp_cpu_presets_stay_as_near_the_kernel_as_measured(kind, layer, measured):
-    path = f"ggml-d99724f-cpu/smollm2-llamacpp-{kind}-cpu.h5"
-    assert recorded_distance(path, layer, f"preset=llamacpp-{kind}-cpu") > measured - 0.5
+def test_llamacpp_presets_stay_as_near_the_kernel_as_measured(backend, kind, layer, measured):
+    if backend == "cpu":
+        path, preset = f"ggml-d99724f-cpu/smollm2-llamacpp-{kind}-cpu.h5", f"llamacpp-{kind}-cpu"
+    else:
+        path, preset = f"ggml-d99724f-cuda/smollm2-llamacpp-{kind}-decode.h5", f"llamacpp-{kind}"
+    assert recorded_distance(path, layer, f"preset={preset}") > measured - 0.5
 
 
 def test_llamacpp_cpu_codes_from_the_fp32_scale_and_q4_0s_own_grid():
@@ -189,3 +197,16 @@ def test_sageattention2_sm89_kernel_maps_v_to_2_25(layer, measured):
     near = sage2_distance(layer, "preset=sageattn2-sm89", "sm89")
     assert near > measured - 0.5
     assert near > sage2_distance(layer, "preset=sageattn2-sm89 v=e4m3/channel", "sm89") + 25
+
+
+def test_llamacpp_cuda_knobs_each_needed():
+    q8 = "ggml-d99724f-cuda/smollm2-llamacpp-q8_0-decode.h5"
+    # ggml-cuda codes K and V with the fp32 d and stores it in fp16 (codes:fp32): 46 dB on layer 0.
+    assert recorded_distance(q8, "0", "preset=llamacpp-q8_0") > recorded_distance(
+        q8, "0", "preset=llamacpp-q8_0 k=int8/group:32/scale:fp16/round:away v=int8/group:32/scale:fp16/round:away") + 30
+    # Q's x / d under -use_fast_math is x times an approximate 1/d: a true division (/div) moves codes
+    # that sit at a rounding boundary (27 dB on layer 0).
+    assert recorded_distance(q8, "0", "preset=llamacpp-q8_0") > recorded_distance(q8, "0", "preset=llamacpp-q8_0 q=int8/group:32/div/round:away") + 20
+    # q4_0's zero point times Q's unquantized sum (kzero=qsum): 30 dB on layer 15.
+    q4 = "ggml-d99724f-cuda/smollm2-llamacpp-q4_0-decode.h5"
+    assert recorded_distance(q4, "15", "preset=llamacpp-q4_0") > recorded_distance(q4, "15", "preset=llamacpp-q4_0 kzero=codes") + 20
