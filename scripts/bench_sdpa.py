@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""PyTorch's scaled_dot_product_attention in bf16 (flash and cuDNN backends) and SageAttention 1.0.6
-(int8 QK^T + fp16 PV, Triton; fp16 inputs) on the shapes of `qattn bench gpu` (B=1, H=32, d=128
-and 64, N=4096 and 16384, causal and not); writes JSON that `qattn bench gpu --sdpa FILE` reads.
+"""PyTorch's scaled_dot_product_attention in bf16 (flash and cuDNN backends), SageAttention 1.0.6
+(int8 QK^T + fp16 PV, Triton; fp16 inputs) and FlashAttention-3's forward (PyPI fa3-fwd 0.0.3, its
+hopper/ kernels: fp8 e4m3 with descales of ones, and bf16) on the shapes of `qattn bench gpu` (B=1,
+H=32, d=128 and 64, N=4096 and 16384, causal and not); writes JSON that `qattn bench gpu --sdpa
+FILE` reads.
 
     python3 scripts/bench_sdpa.py --out LOGS/sdpa.json [--reps 50] [--tokens 4096,16384]
     python3 scripts/bench_sdpa.py --dry-run          # no GPU: lists the rows, checks the API on CPU
@@ -10,9 +12,11 @@ Inputs: torch.randn in bf16, several input sets in turn so that L2 does not hold
 launches. Timing: CUDA events around each launch, after warm-up; the median is reported.
 FLOPs: 4*N^2*d*B*H (QK^T and PV, 2 per multiply-add), halved when causal.
 A backend that cannot run a shape is recorded with ms/tflops null and the reason; the run goes on.
-Needs torch; SageAttention when `import sageattention` works (scripts/gpu-machine.sh installs the
-wheel that scripts/fetch-peers.sh downloads), else its rows say it is not installed. SageAttention
-subtracts K's mean in place: each launch gets its own copy of K, made before the timed region.
+Needs torch; SageAttention when `import sageattention` works and FlashAttention-3 when `import
+fa3_fwd_interface` does (scripts/gpu-machine.sh installs the wheels that scripts/fetch-peers.sh
+downloads), else their rows say they are not installed. SageAttention subtracts K's mean in place:
+each launch gets its own copy of K, made before the timed region. FlashAttention-3 takes [B, N, H,
+d]: the inputs are transposed (and cast to e4m3 for fp8) once, before timing.
 """
 import argparse
 import json
@@ -26,7 +30,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-PEERS = ("sage1",)  # SageAttention 1.0.6's sageattn
+PEERS = ("sage1", "fa3_fp8", "fa3_bf16")  # SageAttention 1.0.6's sageattn; FlashAttention-3's flash_attn_func
 
 
 def _version(package):
@@ -44,6 +48,15 @@ def sage1():
     except ImportError as e:
         return None, f"sageattention not installed ({e}); scripts/fetch-peers.sh downloads the wheel"
     return sageattn, None
+
+
+def fa3():
+    """FlashAttention-3's flash_attn_func, or the reason it cannot run."""
+    try:
+        from fa3_fwd_interface import flash_attn_func
+    except ImportError as e:
+        return None, f"fa3_fwd_interface not importable ({e}); scripts/fetch-peers.sh downloads the fa3-fwd wheel"
+    return flash_attn_func, None
 
 
 def flops(b, h, n, d, causal):
@@ -92,6 +105,25 @@ def run_peer(inputs, causal, warmup, reps):
         return None, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
+def run_fa3(inputs, causal, fp8, warmup, reps):
+    """FlashAttention-3's median milliseconds, as run_backend: bf16, or e4m3 codes with descales of
+    ones ([B, H] each, fp32), inputs made [B, N, H, d] before the timed region."""
+    fn, reason = fa3()
+    if fn is None:
+        return None, reason
+    dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+    sets = [tuple(t.transpose(1, 2).contiguous().to(dtype) for t in s) for s in inputs]
+    kw = {"causal": causal}
+    if fp8:
+        b, h = inputs[0][0].shape[:2]
+        ones = torch.ones((b, h), dtype=torch.float32, device=inputs[0][0].device)
+        kw.update(q_descale=ones, k_descale=ones, v_descale=ones)
+    try:
+        return median_ms(lambda q, k, v: lambda: fn(q, k, v, **kw), sets, warmup, reps), None
+    except (RuntimeError, AssertionError, ValueError, TypeError) as e:
+        return None, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
 def run_backend(backend, inputs, causal, warmup, reps):
     """SDPA's median milliseconds on one backend (median_ms), or None and the reason it cannot run."""
     with warnings.catch_warnings(record=True) as caught:
@@ -106,9 +138,9 @@ def run_backend(backend, inputs, causal, warmup, reps):
 
 
 def dry_run(args, shapes):
-    fn, reason = sage1()
+    found = {"sage1": sage1()[1] or "importable", "fa3": fa3()[1] or "importable"}
     print(f"dry run: torch {torch.__version__}, backends {list(BACKENDS)} and {list(PEERS)} "
-          f"({'importable' if fn else reason}), {len(shapes) * (len(BACKENDS) + len(PEERS))} rows planned:")
+          f"({found}), {len(shapes) * (len(BACKENDS) + len(PEERS))} rows planned:")
     for b, h, n, d, causal in shapes:
         for backend in (*BACKENDS, *PEERS):
             print(f"  B={b} H={h} N={n} d={d} causal={causal} backend={backend}  {flops(b, h, n, d, causal) / 1e12:.3f} TFLOP")
@@ -160,12 +192,14 @@ def main():
         for backend in (*BACKENDS, *PEERS):
             if backend in BACKENDS:
                 ms, reason = run_backend(backend, inputs, causal, args.warmup, args.reps)
-            else:
+            elif backend == "sage1":
                 ms, reason = run_peer(inputs, causal, args.warmup, args.reps)
+            else:
+                ms, reason = run_fa3(inputs, causal, backend == "fa3_fp8", args.warmup, args.reps)
             tflops = None if ms is None else flops(b, h, n, d, causal) / (ms * 1e-3) / 1e12
             rows.append({"B": b, "H": h, "N": n, "d": d, "causal": causal, "backend": backend,
                          "ms": ms, "tflops": tflops, "error": reason})
-            shape = f"B={b} H={h} N={n:<6} d={d} causal={int(causal)} {backend:<6}"
+            shape = f"B={b} H={h} N={n:<6} d={d} causal={int(causal)} {backend:<8}"
             if ms is None:
                 print(f"  {shape}  unavailable: {reason}")
             else:
@@ -174,8 +208,9 @@ def main():
         torch.cuda.empty_cache()
 
     doc = {"device": device, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
-           "cudnn_version": torch.backends.cudnn.version(), "dtype": "bfloat16 (SDPA), float16 (sage1)",
-           "sage1_version": _version("sageattention"),
+           "cudnn_version": torch.backends.cudnn.version(),
+           "dtype": "bfloat16 (SDPA, fa3_bf16), float16 (sage1), float8_e4m3fn with descales of ones (fa3_fp8)",
+           "sage1_version": _version("sageattention"), "fa3_version": _version("fa3-fwd"),
            "flops": "4*N^2*d*B*H, halved when causal", "reps": args.reps, "warmup": args.warmup,
            "input_sets": args.sets, "rows": rows}
     tmp = f"{args.out}.tmp.{os.getpid()}"
