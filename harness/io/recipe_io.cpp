@@ -119,6 +119,7 @@ std::string acc_to_string(const Accumulator& a) {
     case Accumulator::Kind::exact: return "exact";
     case Accumulator::Kind::fp32: return "fp32";
     case Accumulator::Kind::fp16: return "fp16";
+    case Accumulator::Kind::fp16fma: return "fp16fma";
     case Accumulator::Kind::mma:
       return "mma(chunk=" + std::to_string(a.chunk) + ",align=" + std::to_string(a.align_bits) + ",chunk_bits=" +
              std::to_string(a.chunk_mantissa_bits) + ",chunk_round=" + enum_name(a.chunk_rounding, kRounding) +
@@ -136,6 +137,7 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
   if (s == "exact") a.kind = Accumulator::Kind::exact;
   else if (s == "fp32") a.kind = Accumulator::Kind::fp32;
   else if (s == "fp16") a.kind = Accumulator::Kind::fp16;
+  else if (s == "fp16fma") a.kind = Accumulator::Kind::fp16fma;
   else if (s.rfind("mma(", 0) == 0 && s.back() == ')') {
     a.kind = Accumulator::Kind::mma;
     for (const std::string& kv : split(s.substr(4, s.size() - 5), ',')) {
@@ -160,7 +162,7 @@ Accumulator acc_from_string(const std::string& s, const std::string& what) {
   } else {
     std::string named;
     for (const NamedAccumulator& n : kNamedAccumulators) named += ", " + std::string(n.name);
-    bad(what, "'" + s + "': expected exact, fp32, fp16" + named +
+    bad(what, "'" + s + "': expected exact, fp32, fp16, fp16fma" + named +
                   " or mma(chunk=..,align=..,chunk_bits=..,chunk_round=even|zero,acc_bits=..,add_round=even|zero,flush=..,fused=0|1,"
                   "factor_emin=..)");
   }
@@ -218,6 +220,10 @@ const Key kKeys[] = {
        return r.tiles.fa3_sm90 ? std::string("fa3_sm90") : std::to_string(r.tiles.block_q) + "x" + std::to_string(r.tiles.block_k);
      }},
     {"split", [](Recipe& r, const std::string& v, const std::string& w) { r.split_k = parse_int(v, w); }, [](const Recipe& r) { return std::to_string(r.split_k); }},
+    {"split.pad", [](Recipe& r, const std::string& v, const std::string& w) { r.split_pad = parse_int(v, w); },
+     [](const Recipe& r) { return std::to_string(r.split_pad); }, [](const Recipe& r) { return r.split_pad != 0; }},
+    {"split.min", [](Recipe& r, const std::string& v, const std::string& w) { r.split_min = parse_int(v, w); },
+     [](const Recipe& r) { return std::to_string(r.split_min); }, [](const Recipe& r) { return r.split_min != 0; }},
     {"tau", [](Recipe& r, const std::string& v, const std::string& w) { r.lazy_rescale_tau = parse_number(v, w); }, [](const Recipe& r) { return num(r.lazy_rescale_tau); }},
     QATTN_ENUM_KEY("qflash.consts", qflash.constants, kQfConsts, &is_qflash),
     QATTN_ENUM_KEY("qflash.exp", qflash.exp, kQfExp, &is_qflash),

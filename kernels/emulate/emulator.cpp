@@ -340,6 +340,7 @@ class RowEmulator {
   };
   struct Row {
     int h = 0, i = 0, t0 = 0, t1 = 0, per_split = 1;
+    int chunk_keys = 0;  // split.pad: keys per split, counted in cache cells from key 0 (0: per_split tiles)
     bool want_weights = false;
     std::vector<Split> splits;
     std::vector<double> weights;  // P as quantized, then rescaled in finish()
@@ -357,6 +358,10 @@ class RowEmulator {
     row.t0 = lo / bc;
     row.t1 = std::max(row.t0, (hi + bc - 1) / bc);
     row.per_split = std::max(1, (row.t1 - row.t0 + r_.split_k - 1) / r_.split_k);
+    if (r_.split_pad > 0) {
+      const int cells = std::max(r_.split_pad, (hi + r_.split_pad - 1) / r_.split_pad * r_.split_pad);
+      row.chunk_keys = cells < r_.split_min ? cells : (cells + r_.split_k - 1) / r_.split_k;
+    }
     row.splits.resize(r_.split_k);
     for (Split& sp : row.splits) sp.o.assign(p_.q.dim, 0.0f);
     row.want_weights = want_weights;
@@ -372,7 +377,7 @@ class RowEmulator {
   void step(Row& row, int t) {
     if (t < row.t0 || t >= row.t1) return;
     const int n = p_.k.tokens, d = p_.q.dim, kh = row.h / p_.group(), bc = r_.tiles.block_k;
-    const int spi = (t - row.t0) / row.per_split;
+    const int spi = row.chunk_keys > 0 ? std::min(r_.split_k - 1, t * r_.tiles.block_k / row.chunk_keys) : (t - row.t0) / row.per_split;
     Split& sp = row.splits[spi];
     const int j0 = t * bc, j1 = std::min(n, j0 + bc), w = j1 - j0;
     // pad=zero: the keys past N of a partial last tile score 0 against V = 0 (they enter m and l).

@@ -427,6 +427,7 @@ std::string not_covered(const Problem& p, const Recipe& r) {
   }
   if (r.reverse_key_tiles) return "order=reverse (FlashAttention-3's key tile order) is emulator-only";
   if (r.k_zero_q_sum) return "kzero=qsum (ggml-cuda's zero point from Q's unquantized sum) is emulator-only";
+  if (r.split_pad != 0) return "split.pad (splits by padded cache cell, llama.cpp's CPU decode) is emulator-only";
   if (r.tiles.fa3_sm90) return "tiles=fa3_sm90 (FlashAttention-3's tiles by head dim and mask) is emulator-only";
   // Every family's reason, in the table's order, unless one takes the recipe.
   std::string why;

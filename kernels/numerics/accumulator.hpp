@@ -75,6 +75,13 @@ QATTN_HD float accumulate(const Accumulator& a, float acc_in, int n, const Term&
       for (int i = 0; i < n; ++i) r = round_to_fp16_value(r + round_to_fp16_value(term(i)));
       return static_cast<float>(r);
     }
+    case Accumulator::Kind::fp16fma: {
+      // r + term in float64 rounds only when their exponents are over 18 bits apart (an fp16 value
+      // and an fp32 x fp16 product), far below fp16's half ulp: one rounding to fp16 in effect.
+      double r = round_to_fp16_value(acc_in);
+      for (int i = 0; i < n; ++i) r = round_to_fp16_value(r + term(i));
+      return static_cast<float>(r);
+    }
     case Accumulator::Kind::mma: break;
   }
   // Per chunk of a.chunk terms: unfused, the products are aligned to the chunk's largest (keeping

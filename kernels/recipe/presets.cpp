@@ -68,10 +68,18 @@ const std::vector<RecipePreset>& recipe_presets() {
        "github ggml-org/ggml, commit d99724f, src/ggml-cpu/ops.cpp, ggml-quants.c (quantize_row_q4_0_ref); built here (x86, AVX2)",
        "run on x86 as llamacpp-q8_0-cpu: q4_0's grid (the element of largest magnitude at -8, the others -8..7 rounded half up, codes "
        "from the fp32 scale: amax:signed), Q in q8_0"},
+      {"llamacpp-f16-cpu-decode",
+       "q=fp16 k=fp16 v=fp16 p=fp32 acc.qk=fp32 acc.pv=fp16fma denominator=float tiles=1x1 split=2 split.pad=256 split.min=512",
+       "github ggml-org/ggml, commit d99724f, src/ggml-cpu/ops.cpp (ggml_compute_forward_flash_attn_ext_f16_one_chunk, its split KV "
+       "path and ggml_flash_attn_ext_reduce_partials), vec.h (ggml_vec_mad_f16, ggml_vec_scale_f16); built here (x86, AVX2)",
+       "run on x86 with 2 threads: single-row decode over an f16 cache; Q rounded to fp16, K Q^T in fp32, each V P added into an fp16 "
+       "accumulator in one rounding (fp16fma) and the accumulator rescaled in fp16, one key at a time; the cache, padded to 256 cells, "
+       "cut into one chunk per thread from 512 cells (split=THREADS split.pad=256 split.min=512), chunks merged in fp32; not modelled: "
+       "expf in place of exp2, the AVX2 order of the fp16 dot products"},
       {"llamacpp-f16-cpu", "q=fp32 k=fp16 v=fp16 p=fp32 acc.pv=fp32 tiles=64x64",
        "github ggml-org/ggml, commit d99724f, src/ggml-cpu/ops.cpp (the tiled path for 64 or more query rows); built here (x86, AVX2)",
-       "run on x86: prefill only (64 or more rows of a ubatch: fp32 Q, K and V widened to fp32, 64x64 tiles); single-row decode "
-       "takes another path (fp16 Q, an fp16 accumulator rescaled in fp16, keys split over threads) that this preset does not model"},
+       "run on x86: prefill (64 or more rows of a ubatch: fp32 Q, K and V widened to fp32, 64x64 tiles); single-row decode "
+       "takes another path: llamacpp-f16-cpu-decode"},
       {"zinc",
        "q=int8/token k=int8/token ksmooth=global acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=fp32",
        "the ZINC write-up's prefill recipe: int8 Q K^T with K's mean removed, e4m3 P at 448 and e4m3 V",

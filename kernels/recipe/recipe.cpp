@@ -107,6 +107,9 @@ void validate(const Recipe& r) {
     bad("tiles", "block sizes must be 1..4096");
   }
   if (r.split_k < 1 || r.split_k > 4096) bad("split", "expected 1..4096");
+  if (r.split_pad < 0 || r.split_pad > 65536) bad("split.pad", "expected 0..65536 cells (0: split the visible key tiles)");
+  if (r.split_min < 0 || r.split_min > (1 << 30)) bad("split.min", "expected 0..2^30 cells");
+  if (r.split_min > 0 && r.split_pad == 0) bad("split.min", "a minimum cell count for splitting needs split.pad (splits by cache cell)");
   if (!(r.lazy_rescale_tau >= 0) || !std::isfinite(r.lazy_rescale_tau)) bad("tau", "must be >= 0 (0 = always rescale)");
   if (r.k_smoothing_block < 0) bad("ksmooth_block", "must be >= 0 (0 = the K tile)");
   if (r.softmax != SoftmaxKind::float_online) {

@@ -48,7 +48,9 @@ struct Accumulator {
   enum class Kind : std::uint8_t {
     exact,   // int32 for integer operands (exact), float64-exact sums for float operands
     fp32,    // sequential fp32 adds, round to nearest even
-    fp16,    // sequential fp16 adds
+    fp16,    // sequential fp16 adds, each product rounded to fp16 first
+    fp16fma, // sequential fp16 adds of the exact products: fp16(acc + p v), one rounding per fused
+             // multiply-add into an fp16 accumulator (llama.cpp's CPU f16 decode, ggml_vec_mad_f16)
     mma,     // per k-chunk: products aligned to the largest, kept to align_bits, chunk sum rounded to
              // chunk_mantissa_bits by chunk_rounding, then added into an accumulator of
              // acc_mantissa_bits by add_rounding ("fp22" on Ada/Hopper fp8: 13 mantissa bits)
@@ -119,6 +121,11 @@ struct Recipe {
   Accumulator qk_acc, pv_acc;
   Tiles tiles;
   int split_k = 1;             // key splits merged by online softmax (decode)
+  // Splits by cache cell instead of by visible key tile: the keys a row sees, padded to a multiple of
+  // split_pad cells (at least split_pad), cut into split_k equal chunks; one chunk when the padded
+  // count is under split_min. llama.cpp's CPU decode splits its padded KV cache so, one chunk per
+  // thread. 0: split_k equal shares of the row's visible tiles.
+  int split_pad = 0, split_min = 0;
   double lazy_rescale_tau = 0; // skip rescaling while the running max grows by less than tau (log2 units); 0 = always rescale
   QFlashVariant qflash;        // softmax = qflash_integer only
   // SageAttention 1's float-path choices (sageattention 1.0.6, quant_per_block.py and

@@ -6,7 +6,8 @@ written as qattn-outputs/1 files for `qattn score` and `qattn fit`.
 CPU (--backend cpu), per cache type: OUT/DUMP-llamacpp-TYPE-cpu.h5 (every row of every layer, causal
 as the dump says; prefill in llama.cpp's ubatches; the name after the dump's is the type's preset)
 and, for causal dumps, OUT/DUMP-llamacpp-TYPE-cpu-decode.h5 (a seeded sample of rows, each run alone
-as single-token decode against keys 0..i; its `rows` dataset names them).
+as single-token decode against keys 0..i; its `rows` dataset names them). f16 decode has a preset of
+its own, llamacpp-f16-cpu-decode, whose split is the thread count (2 here unless --threads).
 CUDA (--backend cuda): single-row decode runs ggml-cuda's vector kernel, whose presets are
 llamacpp-q8_0 and llamacpp-q4_0: OUT/DUMP-llamacpp-TYPE-decode.h5; prefill runs another kernel (the
 tensor-core kernel over K and V converted to f16), modelled by no preset: OUT/DUMP-llamacpp-TYPE-cuda.h5
@@ -28,11 +29,15 @@ import numpy as np
 import qattn
 
 # Each cache type's preset per backend: the recipe attribute of its outputs and the name after the
-# dump's. CPU: prefill and decode; CUDA: decode (the vector kernel) only, f16 K/V modelled by none.
+# dump's. CPU: prefill and decode (f16 decode takes another path, DECODE_PRESETS); CUDA: decode (the
+# vector kernel) only, f16 K/V modelled by none.
 PRESETS = {
     "cpu": {"q8_0": "llamacpp-q8_0-cpu", "q4_0": "llamacpp-q4_0-cpu", "f16": "llamacpp-f16-cpu"},
     "cuda": {"q8_0": "llamacpp-q8_0", "q4_0": "llamacpp-q4_0", "f16": None},
 }
+# Decode's own preset where it differs from prefill's: the CPU's f16 decode splits the cache over
+# the threads (its recipe takes split=THREADS).
+DECODE_PRESETS = {("cpu", "f16"): "llamacpp-f16-cpu-decode"}
 
 # Random inputs: (name, synth options). Small enough for a 2-core machine; N not a multiple of 32.
 SYNTH_CASES = [
@@ -125,8 +130,11 @@ def prove_dump(a, dump, out, work):
         written.append(path)
         if rows is not None and preset is not None:
             dec = [{"layer": l, "o": run(l, t, rows), "rows": np.array(rows, dtype=np.int64)} for l in layers]
-            path = os.path.join(out, f"{tag}{preset}-decode.h5")
-            qattn.write_outputs(path, f"{preset}-decode", dec, recipe=f"preset={preset}", attrs=attrs)
+            own = DECODE_PRESETS.get((a.backend, t))
+            name = own or f"{preset}-decode"
+            recipe = f"preset={own} split={a.threads}" if own else f"preset={preset}"
+            path = os.path.join(out, f"{tag}{name}.h5")
+            qattn.write_outputs(path, name, dec, recipe=recipe, attrs=attrs)
             written.append(path)
         if a.check_threads and a.backend == "cpu":
             for mode, r in (("prefill", None), ("decode", rows)):

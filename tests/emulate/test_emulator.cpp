@@ -298,6 +298,17 @@ TEST_CASE("accumulator models on hand-worked cases", "[emulate][accumulator]") {
   CHECK(add(mma, 1.0f, {0x1.8p-14}) == 1.0f);                        // 1.5 half-ulps, truncated
   mma.add_rounding = Rounding::nearest_even;
   CHECK(add(mma, 1.0f, {0x1.8p-14}) == 1.0f + 0x1p-13f);             // rounds up
+  // fp16 rounds each product to fp16 before the add; fp16fma adds the exact product, one rounding.
+  // ulp(1) in fp16 is 2^-10: 2^-11 + 2^-30 rounds to the tie 2^-11 (then 1 stays, to even) or,
+  // added whole, lies past the tie and rounds 1 up.
+  Accumulator fp16, fp16fma;
+  fp16.kind = Accumulator::Kind::fp16;
+  fp16fma.kind = Accumulator::Kind::fp16fma;
+  CHECK(add(fp16, 1.0f, {0x1p-11 + 0x1p-30}) == 1.0f);
+  CHECK(add(fp16fma, 1.0f, {0x1p-11 + 0x1p-30}) == 1.0f + 0x1p-10f);
+  CHECK(add(fp16fma, 1.0f, {0x1p-11}) == 1.0f);                      // the tie itself, to even
+  CHECK(add(fp16fma, 0.0f, {0x1.8p-25}) == 0x1p-24f);                // past half of fp16's smallest subnormal: up to it
+  CHECK(add(fp16fma, 0.0f, {0x1p-26}) == 0.0f);                      // under half: to zero
   // Two-level accumulation recovers what the 13-bit accumulator loses: 1 + 1000 chunks of 2^-14.
   mma.chunk = 1;
   std::vector<double> many(1001, 0x1p-14);
@@ -306,8 +317,6 @@ TEST_CASE("accumulator models on hand-worked cases", "[emulate][accumulator]") {
   mma.flush_every = 1;
   CHECK(add(mma, 0, many) == static_cast<float>(1.0 + 1000 * 0x1p-14));  // exact in fp32
   // fp16 accumulation saturates at 65504 rather than overflowing.
-  Accumulator fp16;
-  fp16.kind = Accumulator::Kind::fp16;
   CHECK(add(fp16, 0, {60000.0, 60000.0}) == 65504.0f);
   CHECK(add(fp16, 0, {2048.0, 1.0}) == 2048.0f);  // ulp(2048) in fp16 is 2: 2049 ties to even 2048
 }
@@ -896,4 +905,29 @@ TEST_CASE("kzero=qsum: q4_0 K's zero point times Q's unquantized sum, as ggml-cu
   // fp32 scores, exp2 and sums against float64: a few fp32 ulps of outputs of size ~1.
   CHECK(max_diff(emu_codes, codes) < 2e-6);
   CHECK(max_diff(emu_qsum, qsum) < 2e-6);
+}
+
+TEST_CASE("split.pad cuts the padded cache into equal chunks of cells; under split.min it does not split", "[emulate]") {
+  // One head, 8 keys, causal, one key a tile, P V into fp16 so that where a split starts shows in the
+  // bits. Row 7 sees 8 keys: cells padded to 8 split as the visible keys do (4 + 4), bit for bit.
+  // Row 5 sees 6: by cell 4 + 2 keys, by visible tile 3 + 3.
+  Problem p = random_problem(1, 1, 8, 16, 71);
+  p.causal = true;
+  Recipe r = fp32_recipe();
+  r.tiles = Tiles{1, 1};
+  r.pv_acc.kind = Accumulator::Kind::fp16fma;
+  const auto row = [&](const Recipe& x, int i) {
+    Problem one = p;
+    one.rows = RowSelection::list_of({i});
+    return emulate(one, x).out.data;
+  };
+  Recipe split = r, cells = r, unsplit_small = r;
+  split.split_k = cells.split_k = unsplit_small.split_k = 2;
+  cells.split_pad = 8;
+  unsplit_small.split_pad = 8;
+  unsplit_small.split_min = 16;  // 8 cells < 16: one chunk
+  CHECK(row(cells, 7) == row(split, 7));
+  CHECK(row(cells, 5) != row(split, 5));
+  CHECK(row(unsplit_small, 5) == row(r, 5));
+  CHECK(row(unsplit_small, 5) != row(split, 5));
 }

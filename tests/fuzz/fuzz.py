@@ -122,7 +122,7 @@ STATICS = ["127", "448", "240", "57344", "0.5", "1", "2", "8", "1e38", "3.4e38",
            "1e-45", "1e-46", "5e-324", "1e-320", "0x1p3", "1e", "", "abc", "127.0000000000000000001", "1_000",
            "127 ", "4.5e15", "2147483648", "16777217"]
 ROUNDS = ["zero", "even", "away", "up", "down", "", "nearest"]
-ACCS = ["exact", "fp32", "fp16", "bf16", "h200_hmma", "h200_e4m3_mma", "h200_wgmma_f16", "h200_e4m3_wgmma", "h200_e4m3_wgmma_tile", "h200_e4m3_wgmma_tile128", "h200_hmma_tile", "h200_wgmma_bf16", "h200_wgmma_bf16_tile", "int32", "", "mma", "mma()",
+ACCS = ["exact", "fp32", "fp16", "fp16fma", "bf16", "h200_hmma", "h200_e4m3_mma", "h200_wgmma_f16", "h200_e4m3_wgmma", "h200_e4m3_wgmma_tile", "h200_e4m3_wgmma_tile128", "h200_hmma_tile", "h200_wgmma_bf16", "h200_wgmma_bf16_tile", "int32", "", "mma", "mma()",
         "mma(", "mma(chunk=32", "mma(chunk=32,chunk=16)", "mma(x=1)", "mma(chunk=32,,align=32)", "MMA(chunk=32)"]
 MMA_KEYS = ["chunk", "align", "chunk_bits", "chunk_round", "acc_bits", "add_round", "flush", "fused", "factor_emin"]
 TILE_INTS = ["0", "1", "2", "3", "8", "16", "17", "32", "48", "64", "65", "128", "192", "256", "1024", "65536",
@@ -144,9 +144,9 @@ ENUMS = {
     "qflash.start": ["lab", "kernel", "x"], "qflash.tail": ["lab", "pad", "x"], "qflash.div": ["lab", "trunc32", "x"],
 }
 PRESETS = ["qflash-46adca5", "sageattn-1.0.6", "sageattn2-sm90", "sageattn2-sm89", "fa3-fp8", "llamacpp-q8_0",
-           "llamacpp-q4_0", "fa3-bf16", "llamacpp-q8_0-cpu", "llamacpp-q4_0-cpu", "llamacpp-f16-cpu", "zinc", "dot4-packed16", "qflash-lab", "bogus", "", "QFLASH-LAB", "zinc "]
+           "llamacpp-q4_0", "fa3-bf16", "llamacpp-q8_0-cpu", "llamacpp-q4_0-cpu", "llamacpp-f16-cpu", "llamacpp-f16-cpu-decode", "zinc", "dot4-packed16", "qflash-lab", "bogus", "", "QFLASH-LAB", "zinc "]
 RECIPE_KEYS = ["q", "k", "p", "v", "ksmooth", "ksmooth_block", "qsmooth", "vsmooth", "rotation", "softmax",
-               "denominator", "acc.qk", "acc.pv", "tiles", "split", "tau", "qflash.consts", "qflash.exp",
+               "denominator", "acc.qk", "acc.pv", "tiles", "split", "split.pad", "split.min", "tau", "qflash.consts", "qflash.exp",
                "qflash.requant", "qflash.release", "qflash.start", "qflash.tail", "qflash.div", "ksmooth.format",
                "qprescale", "qkscale", "pad", "kzero", "order", "out", "preset"]
 UNKNOWN_KEYS = ["foo", "Q", "acc", "acc.qq", "q.k", "sqnr", "K", "tile", "splits", "acc.qk.x", "p.format", "window",
@@ -438,7 +438,7 @@ def gen_value(rng, key):
         if r < 0.85:
             return f"{rng.choice(TILE_INTS)}x{rng.choice(TILE_INTS)}"
         return rng.choice(["64", "x", "64x64x64", "64X64", "64*64", "x64", "64x", "0x0", "fa3_sm90", "fa3_sm80", "FA3_SM90", "fa3_sm90x64"])
-    if key in ("split", "ksmooth_block"):
+    if key in ("split", "ksmooth_block", "split.pad", "split.min"):
         return rng.choice(INTS)
     if key == "tau":
         return rng.choice(INTS + STATICS[:20])

@@ -119,6 +119,7 @@ TEST_CASE("string and JSON forms round-trip", "[recipe]") {
                            "q=int8/thread:16:8:1/amax:mul k=int8/thread:128:8:2/div/round:away/eps:1e-07 acc.qk=exact p=e4m3/static:448 v=e4m3/channel/max:2.25",
                            "q=int8/group:32/scale:fp16/codes:fp32 k=int4/group:32/scale:fp16/amax:signed acc.qk=exact v=int4/group:32/amax:signed",
                            "q=int8/group:32/round:away k=int4/group:32/scale:fp16/amax:signed acc.qk=exact kzero=qsum",
+                           "q=fp16 k=fp16 v=fp16 acc.pv=fp16fma tiles=1x1 split=2 split.pad=256 split.min=512",
                            "q=e4m3/tensor k=e4m3/head p=e4m3fnuz/static:240 v=e5m2/channel/scale:e8m0 acc.pv=fp16 ksmooth=block_corrected ksmooth_block=16",
                            "q=fp16 k=fp16 p=e4m3/static:448 v=e4m3/channel acc.pv=mma(chunk=16,align=32,chunk_bits=13,chunk_round=even,acc_bits=13,add_round=zero,flush=0) split=8 tau=8"}) {
     INFO(line);
@@ -169,13 +170,15 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("k=int4/group:32/amax:signed/scale:e8m0 q=int8/group:32"), "recipe field 'k.amax': amax:signed keeps the scale's sign"));
   CHECK(has(parse_error("q=int8/group:32 k=int8/group:32 kzero=qsum"), "recipe field 'kzero': qsum takes int4 K (stored as codes + 8)"));
   CHECK(has(parse_error("q=int8/group:32 k=int4/group:32 ksmooth=global kzero=qsum"), "recipe field 'kzero': qsum takes int4 K"));
+  CHECK(has(parse_error("split=2 split.min=512"), "recipe field 'split.min': a minimum cell count for splitting needs split.pad"));
+  CHECK(has(parse_error("split.pad=-1"), "recipe field 'split.pad': expected 0..65536 cells"));
   CHECK(has(parse_error("v=e4m3/channel/max:0.001"), "recipe field 'v.max': max 0.001 (the value the absmax maps to); expected 0.015625 <= max <= 448"));
   CHECK(has(parse_error("q=int8/tensor/amax:signed k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"),
             "recipe field 'q': an integer softmax (qflash, shiftmax) needs int8 with a per-tensor or per-head dynamic absmax scale"));
   CHECK(has(parse_error("qq=int8/token"), "unknown key 'qq'; expected one of: q, k, p, v"));
   CHECK(has(parse_error("q=int8/token q=int8/tensor"), "key 'q' given twice"));
   CHECK(has(parse_error("acc.pv=mma(chunk=32,bits=3)"), "unknown mma key 'bits'"));
-  CHECK(has(parse_error("acc.pv=fp64"), "'fp64': expected exact, fp32, fp16, h200_hmma, h200_hmma_tile, h200_e4m3_mma, h200_e4m3_wgmma, "
+  CHECK(has(parse_error("acc.pv=fp64"), "'fp64': expected exact, fp32, fp16, fp16fma, h200_hmma, h200_hmma_tile, h200_e4m3_mma, h200_e4m3_wgmma, "
                                          "h200_e4m3_wgmma_tile, h200_e4m3_wgmma_tile128, h200_wgmma_f16, h200_wgmma_bf16, h200_wgmma_bf16_tile or mma("));
   CHECK(has(parse_error("tiles=64"), "'64': expected BRxBC"));
   CHECK(has(parse_error("split=two"), "'two' is not a number"));

@@ -170,9 +170,14 @@ def test_sageattention2_scales_a_lanes_strided_rows_and_adds_its_epsilon():
     ("cuda", "q8_0", "0", 104.91), ("cuda", "q8_0", "7", 75.64), ("cuda", "q8_0", "15", 73.20), ("cuda", "q8_0", "22", 83.89),
     ("cuda", "q8_0", "29", 86.40), ("cuda", "q4_0", "0", 81.19), ("cuda", "q4_0", "7", 126.60), ("cuda", "q4_0", "15", 57.62),
     ("cuda", "q4_0", "22", 50.41), ("cuda", "q4_0", "29", 67.79),
+    # The CPU's f16 decode with 2 threads (split=2): beyond 51.6 / 51.3 / 45.6 / 50.1 / 49.8 dB.
+    ("cpu", "f16-decode", "0", 82.55), ("cpu", "f16-decode", "7", 85.67), ("cpu", "f16-decode", "15", 83.91),
+    ("cpu", "f16-decode", "22", 87.09), ("cpu", "f16-decode", "29", 87.95),
 ])
 def test_llamacpp_presets_stay_as_near_the_kernel_as_measured(backend, kind, layer, measured):
-    if backend == "cpu":
+    if kind == "f16-decode":
+        path, preset = "ggml-d99724f-cpu/smollm2-llamacpp-f16-cpu-decode.h5", "llamacpp-f16-cpu-decode"
+    elif backend == "cpu":
         path, preset = f"ggml-d99724f-cpu/smollm2-llamacpp-{kind}-cpu.h5", f"llamacpp-{kind}-cpu"
     else:
         path, preset = f"ggml-d99724f-cuda/smollm2-llamacpp-{kind}-decode.h5", f"llamacpp-{kind}"
@@ -210,3 +215,19 @@ def test_llamacpp_cuda_knobs_each_needed():
     # q4_0's zero point times Q's unquantized sum (kzero=qsum): 30 dB on layer 15.
     q4 = "ggml-d99724f-cuda/smollm2-llamacpp-q4_0-decode.h5"
     assert recorded_distance(q4, "15", "preset=llamacpp-q4_0") > recorded_distance(q4, "15", "preset=llamacpp-q4_0 kzero=codes") + 20
+
+
+def test_llamacpp_cpu_f16_decode_knobs_each_needed():
+    path = "ggml-d99724f-cpu/smollm2-llamacpp-f16-cpu-decode.h5"
+    near = recorded_distance(path, "15", "preset=llamacpp-f16-cpu-decode")  # 83.9 dB when set
+    # Each V P added to the fp16 accumulator whole (fp16fma), not rounded to fp16 first: 15 dB.
+    assert near > recorded_distance(path, "15", "preset=llamacpp-f16-cpu-decode acc.pv=fp16") + 10
+    # The cache split by cell, one chunk per thread (split.pad), not the visible keys in halves: 23 dB.
+    assert near > recorded_distance(path, "15", "preset=llamacpp-f16-cpu-decode split.pad=0 split.min=0") + 15
+    # With 4 threads the same preset takes split=4 (91.8 / 83.7 dB on layers 0 / 15 when set); its
+    # 2-thread split is 30 dB farther.
+    four = "ggml-d99724f-cpu/smollm2-llamacpp-f16-cpu-decode-4threads.h5"
+    for layer, measured in (("0", 91.79), ("15", 83.74)):
+        at4 = recorded_distance(four, layer, "preset=llamacpp-f16-cpu-decode split=4")
+        assert at4 > measured - 0.5
+        assert at4 > recorded_distance(four, layer, "preset=llamacpp-f16-cpu-decode") + 20
