@@ -89,8 +89,9 @@ std::optional<SpecProblem> spec_problem(const QuantSpec& s) {
                    "/amax, /max and /eps shape a scale from the absmax; a static scale (1 / multiplier) takes none of them");
   }
   if (s.half_away && !integer) return problem("round", "round:away rounds integer codes; expected an integer format");
-  if (s.signed_max && (!integer || s.divide || s.amax_mul || s.half_away || s.scale_eps != 0 || s.scale_max != 0)) {
-    return problem("amax", "amax:signed (q4_0's grid) needs an integer format with a dynamic scale, without /div, /amax:mul, /round:away, /eps or /max");
+  if (s.signed_max && (!integer || s.divide || s.amax_mul || s.half_away || s.scale_eps != 0 || s.scale_max != 0 || s.codes_fp32)) {
+    return problem("amax", "amax:signed (q4_0's grid) needs an integer format with a dynamic scale, without /div, /amax:mul, /round:away, /eps, "
+                           "/max or /codes:fp32 (it forms its codes from the fp32 scale already)");
   }
   if (s.signed_max && sf.specials == Specials::e8m0) {
     return problem("amax", "amax:signed keeps the scale's sign; the scale format e8m0 has none (use fp16 or fp32)");

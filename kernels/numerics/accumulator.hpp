@@ -76,10 +76,12 @@ QATTN_HD float accumulate(const Accumulator& a, float acc_in, int n, const Term&
       return static_cast<float>(r);
     }
     case Accumulator::Kind::fp16fma: {
-      // r + term in float64 rounds only when their exponents are over 18 bits apart (an fp16 value
-      // and an fp32 x fp16 product), far below fp16's half ulp: one rounding to fp16 in effect.
+      // An fp32 fused multiply-add on the widened accumulator, then the store back to fp16: two
+      // roundings, as x86's FMA then F16C conversion do. r + term is exact in float64 unless their
+      // exponents are over 18 bits apart (an fp16 value and an fp32 x fp16 product), where fp32's
+      // rounding of it is the same.
       double r = round_to_fp16_value(acc_in);
-      for (int i = 0; i < n; ++i) r = round_to_fp16_value(r + term(i));
+      for (int i = 0; i < n; ++i) r = round_to_fp16_value(static_cast<double>(static_cast<float>(r + term(i))));
       return static_cast<float>(r);
     }
     case Accumulator::Kind::mma: break;

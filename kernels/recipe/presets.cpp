@@ -55,8 +55,9 @@ const std::vector<RecipePreset>& recipe_presets() {
        "kzero=qsum p=fp32 acc.pv=fp32 tiles=1x32 split=4",
        "github ggml-org/ggml, commit d99724f (synced from llama.cpp d3cf1f1), src/ggml-cuda/fattn-common.cuh, fattn-vec.cuh, cpy-utils.cuh",
        "single-row decode as llamacpp-q8_0, K and V on q4_0's grid (the element of largest magnitude at -8, the others -8..7 rounded "
-       "half up, codes from the fp32 scale: amax:signed); not modelled: K Q^T's offset term -8 d_K sum(Q) takes the sum of Q's "
-       "unquantized values, not of its codes"},
+       "half up, codes from the fp32 scale: amax:signed), the zero point's share -8 d_K sum(Q) from the sum of Q's unquantized values "
+       "(kzero=qsum: Q in q8_1 carries it); not modelled: the partial sums per 4 elements and the warp's reduction order, "
+       "-use_fast_math's approximate reciprocal and expf"},
       {"llamacpp-q8_0-cpu",
        "q=int8/group:32/scale:fp16/codes:fp32 k=int8/group:32/scale:fp16/codes:fp32 v=int8/group:32/scale:fp16/codes:fp32 acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x1",
        "github ggml-org/ggml, commit d99724f, src/ggml-cpu/ops.cpp (ggml_compute_forward_flash_attn_ext_f16), arch/x86/quants.c; built here (x86, GGML_NATIVE=OFF: AVX2)",
@@ -73,7 +74,7 @@ const std::vector<RecipePreset>& recipe_presets() {
        "github ggml-org/ggml, commit d99724f, src/ggml-cpu/ops.cpp (ggml_compute_forward_flash_attn_ext_f16_one_chunk, its split KV "
        "path and ggml_flash_attn_ext_reduce_partials), vec.h (ggml_vec_mad_f16, ggml_vec_scale_f16); built here (x86, AVX2)",
        "run on x86 with 2 threads: single-row decode over an f16 cache; Q rounded to fp16, K Q^T in fp32, each V P added into an fp16 "
-       "accumulator in one rounding (fp16fma) and the accumulator rescaled in fp16, one key at a time; the cache, padded to 256 cells, "
+       "accumulator by an fp32 fused multiply-add (fp16fma) and the accumulator rescaled in fp16, one key at a time; the cache, padded to 256 cells, "
        "cut into one chunk per thread from 512 cells (split=THREADS split.pad=256 split.min=512), chunks merged in fp32; not modelled: "
        "expf in place of exp2, the AVX2 order of the fp16 dot products"},
       {"llamacpp-f16-cpu", "q=fp32 k=fp16 v=fp16 p=fp32 acc.pv=fp32 tiles=64x64",

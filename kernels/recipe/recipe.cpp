@@ -110,6 +110,9 @@ void validate(const Recipe& r) {
   if (r.split_pad < 0 || r.split_pad > 65536) bad("split.pad", "expected 0..65536 cells (0: split the visible key tiles)");
   if (r.split_min < 0 || r.split_min > (1 << 30)) bad("split.min", "expected 0..2^30 cells");
   if (r.split_min > 0 && r.split_pad == 0) bad("split.min", "a minimum cell count for splitting needs split.pad (splits by cache cell)");
+  if (r.split_pad > 0 && r.tiles.block_k != 1) {
+    bad("split.pad", "splits by cache cell are modelled one key a tile (tiles=Nx1): a tile of several keys could straddle two chunks");
+  }
   if (!(r.lazy_rescale_tau >= 0) || !std::isfinite(r.lazy_rescale_tau)) bad("tau", "must be >= 0 (0 = always rescale)");
   if (r.k_smoothing_block < 0) bad("ksmooth_block", "must be >= 0 (0 = the K tile)");
   if (r.softmax != SoftmaxKind::float_online) {
@@ -149,8 +152,9 @@ void validate(const Recipe& r) {
     bad("qprescale/qkscale/pad", "these are float-softmax choices: they need softmax=float");
   }
   if (r.k_zero_q_sum && (r.q.unit_scale || r.k.unit_scale || format_of(r.q.spec.format).kind != Kind::integer || r.k.spec.format != FormatId::int4 ||
-                         r.k.spec.granularity != Granularity::group || r.q_smoothing || r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none)) {
-    bad("kzero", "qsum takes int4 K (stored as codes + 8) and integer Q with group scales, without smoothing or rotation (e.g. q=int8/group:32 "
+                         r.k.spec.granularity != Granularity::group || r.q_smoothing || r.k_smoothing != KSmoothing::none || r.rotation != Rotation::none ||
+                         r.qk_scale_sequential)) {
+    bad("kzero", "qsum takes int4 K (stored as codes + 8) and integer Q with group scales, without smoothing, rotation or qkscale (e.g. q=int8/group:32 "
                  "k=int4/group:32/scale:fp16/amax:signed)");
   }
   if (r.out != FormatId::fp32 && r.out != FormatId::fp16 && r.out != FormatId::bf16) {

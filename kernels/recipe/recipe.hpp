@@ -49,8 +49,8 @@ struct Accumulator {
     exact,   // int32 for integer operands (exact), float64-exact sums for float operands
     fp32,    // sequential fp32 adds, round to nearest even
     fp16,    // sequential fp16 adds, each product rounded to fp16 first
-    fp16fma, // sequential fp16 adds of the exact products: fp16(acc + p v), one rounding per fused
-             // multiply-add into an fp16 accumulator (llama.cpp's CPU f16 decode, ggml_vec_mad_f16)
+    fp16fma, // an fp16 accumulator fed by fp32 fused multiply-adds: fp16(fp32(acc + p v)), the
+             // product never rounded alone (llama.cpp's CPU f16 decode, ggml_vec_mad_f16 on x86)
     mma,     // per k-chunk: products aligned to the largest, kept to align_bits, chunk sum rounded to
              // chunk_mantissa_bits by chunk_rounding, then added into an accumulator of
              // acc_mantissa_bits by add_rounding ("fp22" on Ada/Hopper fp8: 13 mantissa bits)

@@ -7,7 +7,8 @@ CPU (--backend cpu), per cache type: OUT/DUMP-llamacpp-TYPE-cpu.h5 (every row of
 as the dump says; prefill in llama.cpp's ubatches; the name after the dump's is the type's preset)
 and, for causal dumps, OUT/DUMP-llamacpp-TYPE-cpu-decode.h5 (a seeded sample of rows, each run alone
 as single-token decode against keys 0..i; its `rows` dataset names them). f16 decode has a preset of
-its own, llamacpp-f16-cpu-decode, whose split is the thread count (2 here unless --threads).
+its own, llamacpp-f16-cpu-decode, whose split is the thread count: with --threads N other than 2
+its file is OUT/DUMP-llamacpp-f16-cpu-decode-tN.h5, scored with split=N.
 CUDA (--backend cuda): single-row decode runs ggml-cuda's vector kernel, whose presets are
 llamacpp-q8_0 and llamacpp-q4_0: OUT/DUMP-llamacpp-TYPE-decode.h5; prefill runs another kernel (the
 tensor-core kernel over K and V converted to f16), modelled by no preset: OUT/DUMP-llamacpp-TYPE-cuda.h5
@@ -131,7 +132,9 @@ def prove_dump(a, dump, out, work):
         if rows is not None and preset is not None:
             dec = [{"layer": l, "o": run(l, t, rows), "rows": np.array(rows, dtype=np.int64)} for l in layers]
             own = DECODE_PRESETS.get((a.backend, t))
-            name = own or f"{preset}-decode"
+            # The preset's split is 2 threads; another count is in the name (PRESET-tN), which
+            # score-peers.sh reads back as split=N.
+            name = (own if a.threads == 2 else f"{own}-t{a.threads}") if own else f"{preset}-decode"
             recipe = f"preset={own} split={a.threads}" if own else f"preset={preset}"
             path = os.path.join(out, f"{tag}{name}.h5")
             qattn.write_outputs(path, name, dec, recipe=recipe, attrs=attrs)

@@ -19,12 +19,17 @@ for dump in "$@"; do
     name=$(basename "$outputs" .h5)
     kernel=${name#"$stem"-}
     # single-row decode outputs of a preset's kernel are named PRESET-decode, unless decode has a
-    # preset of its own (llamacpp-f16-cpu-decode)
+    # preset of its own (llamacpp-f16-cpu-decode); PRESET-tN: that preset run on N threads (split=N)
+    extra=""
+    if [[ $kernel =~ ^(.*)-t([0-9]+)$ ]] && grep -qxF -- "${BASH_REMATCH[1]}" <<< "$presets"; then
+      kernel=${BASH_REMATCH[1]}
+      extra=" split=${BASH_REMATCH[2]}"
+    fi
     if grep -qxF -- "$kernel" <<< "$presets"; then preset=$kernel
     elif grep -qxF -- "${kernel%-decode}" <<< "$presets"; then preset=${kernel%-decode}
     else continue
     fi
-    "$qattn" score "$dump" "$outputs" --recipe "preset=$preset" --output "$out/scores/$name" --force --quiet > /dev/null
+    "$qattn" score "$dump" "$outputs" --recipe "preset=$preset$extra" --output "$out/scores/$name" --force --quiet > /dev/null
     # layer, kernel vs float64, recipe vs float64, kernel vs recipe, and its margin over the recipe's error
     awk -F'|' -v name="$stem" '$2 !~ /kernel|---/ && NF > 10 {
       printf "%-22s %-18s layer %-4s kernel %6.2f  recipe %6.2f  kernel-vs-recipe %6.2f  margin %6.2f %s\n", name, $2, $3, $7, $9, $10,

@@ -298,14 +298,18 @@ TEST_CASE("accumulator models on hand-worked cases", "[emulate][accumulator]") {
   CHECK(add(mma, 1.0f, {0x1.8p-14}) == 1.0f);                        // 1.5 half-ulps, truncated
   mma.add_rounding = Rounding::nearest_even;
   CHECK(add(mma, 1.0f, {0x1.8p-14}) == 1.0f + 0x1p-13f);             // rounds up
-  // fp16 rounds each product to fp16 before the add; fp16fma adds the exact product, one rounding.
-  // ulp(1) in fp16 is 2^-10: 2^-11 + 2^-30 rounds to the tie 2^-11 (then 1 stays, to even) or,
-  // added whole, lies past the tie and rounds 1 up.
+  // fp16 rounds each product to fp16 before the add; fp16fma adds it whole in fp32 (a fused
+  // multiply-add), then stores fp16. ulp(1) in fp16 is 2^-10, so 1 + 2^-11 is the tie.
+  // 2^-11 + 2^-22: in fp16 the product itself ties down to 2^-11 and 1 stays (to even); in fp32
+  // 1 + 2^-11 + 2^-22 is exact and lies past the tie: up.
   Accumulator fp16, fp16fma;
   fp16.kind = Accumulator::Kind::fp16;
   fp16fma.kind = Accumulator::Kind::fp16fma;
-  CHECK(add(fp16, 1.0f, {0x1p-11 + 0x1p-30}) == 1.0f);
-  CHECK(add(fp16fma, 1.0f, {0x1p-11 + 0x1p-30}) == 1.0f + 0x1p-10f);
+  CHECK(add(fp16, 1.0f, {0x1p-11 + 0x1p-22}) == 1.0f);
+  CHECK(add(fp16fma, 1.0f, {0x1p-11 + 0x1p-22}) == 1.0f + 0x1p-10f);
+  // 2^-11 + 2^-30: fp32 drops the 2^-30 (ulp(1) is 2^-23) and the sum is the tie again: 1 stays,
+  // where one rounding of the exact sum would go up. The double rounding is the kernel's.
+  CHECK(add(fp16fma, 1.0f, {0x1p-11 + 0x1p-30}) == 1.0f);
   CHECK(add(fp16fma, 1.0f, {0x1p-11}) == 1.0f);                      // the tie itself, to even
   CHECK(add(fp16fma, 0.0f, {0x1.8p-25}) == 0x1p-24f);                // past half of fp16's smallest subnormal: up to it
   CHECK(add(fp16fma, 0.0f, {0x1p-26}) == 0.0f);                      // under half: to zero

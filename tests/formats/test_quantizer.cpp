@@ -274,9 +274,12 @@ TEST_CASE("a knob the spec's other choices would ignore is an error, not a no-op
   QuantSpec q4 = spec_of(FormatId::int4, Granularity::group, 32);
   q4.signed_max = true;
   q4.scale_max = 4;
-  CHECK(why(q4).find("amax: amax:signed (q4_0's grid) needs an integer format with a dynamic scale, without /div, /amax:mul, /round:away, /eps or /max") !=
+  CHECK(why(q4).find("amax: amax:signed (q4_0's grid) needs an integer format with a dynamic scale, without /div, /amax:mul, /round:away, /eps, /max") !=
         std::string::npos);
   q4.scale_max = 0;
+  q4.codes_fp32 = true;  // a knob amax:signed would ignore
+  CHECK(why(q4).find("/codes:fp32 (it forms its codes from the fp32 scale already)") != std::string::npos);
+  q4.codes_fp32 = false;
   q4.scale_format = FormatId::e8m0;  // unsigned: a negative d would be lost
   CHECK(why(q4).find("amax: amax:signed keeps the scale's sign; the scale format e8m0 has none") != std::string::npos);
   QuantSpec c = spec_of(FormatId::int8, Granularity::token);

@@ -172,6 +172,8 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("q=int8/group:32 k=int4/group:32 ksmooth=global kzero=qsum"), "recipe field 'kzero': qsum takes int4 K"));
   CHECK(has(parse_error("split=2 split.min=512"), "recipe field 'split.min': a minimum cell count for splitting needs split.pad"));
   CHECK(has(parse_error("split.pad=-1"), "recipe field 'split.pad': expected 0..65536 cells"));
+  CHECK(has(parse_error("tiles=1x4 split=2 split.pad=256"), "recipe field 'split.pad': splits by cache cell are modelled one key a tile"));
+  CHECK(has(parse_error("q=int8/group:32 k=int4/group:32 qkscale=sequential kzero=qsum"), "recipe field 'kzero': qsum takes int4 K"));
   CHECK(has(parse_error("v=e4m3/channel/max:0.001"), "recipe field 'v.max': max 0.001 (the value the absmax maps to); expected 0.015625 <= max <= 448"));
   CHECK(has(parse_error("q=int8/tensor/amax:signed k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"),
             "recipe field 'q': an integer softmax (qflash, shiftmax) needs int8 with a per-tensor or per-head dynamic absmax scale"));
