@@ -94,6 +94,7 @@ struct Prepared {
   std::vector<float> v_means;        // v smoothing: per (kv head) channel means
   std::vector<double> v_f64;         // V's values widened once (exact PV accumulation reads these)
   std::vector<float> q_group_sums;   // kzero=qsum: [Hq][N][groups], fp32 sums of Q's values before quantization
+  std::vector<int> q_code_sums;      // kzero=qsum: [Hq][N][groups], sums of Q's codes (the zero point's share of the stored codes)
 };
 
 Prepared prepare_all(const Problem& p, const Recipe& r) {
@@ -142,12 +143,18 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
   if (r.k_zero_q_sum) {
     const int d = q.dim, g = pr.q.groups, gs = d / g;
     pr.q_group_sums.assign(static_cast<std::size_t>(q.heads) * q.tokens * g, 0.0f);
+    pr.q_code_sums.assign(pr.q_group_sums.size(), 0);
     for (int h = 0; h < q.heads; ++h)
       for (int i = 0; i < q.tokens; ++i)
         for (int gi = 0; gi < g; ++gi) {
+          const std::size_t at = (static_cast<std::size_t>(h) * q.tokens + i) * g + gi;
+          const std::int16_t* codes = &pr.q.codes[(static_cast<std::size_t>(h) * q.tokens + i) * d];
           float s = 0;
-          for (int c = gi * gs; c < (gi + 1) * gs; ++c) s += q.row(h, i)[c];
-          pr.q_group_sums[(static_cast<std::size_t>(h) * q.tokens + i) * g + gi] = s;
+          for (int c = gi * gs; c < (gi + 1) * gs; ++c) {
+            s += q.row(h, i)[c];
+            pr.q_code_sums[at] += codes[c];
+          }
+          pr.q_group_sums[at] = s;
         }
   }
   pr.k = named("k", k, grouped(r.k, 1));
@@ -244,12 +251,11 @@ class Scorer {
       if (r_.k_zero_q_sum) {
         // K's codes as stored, c + 8: sK (sQ sum((c + 8) q) - 8 sum(x)) per group, where sum(x) is
         // Q's unquantized sum, so the zero point's share carries none of Q's rounding.
-        const float* qs = &pr_.q_group_sums[(static_cast<std::size_t>(h) * p_.q.tokens + i) * g];
+        const std::size_t at = (static_cast<std::size_t>(h) * p_.q.tokens + i) * g;
+        const float* qs = &pr_.q_group_sums[at];
         s = 0;
         for (int gi = 0; gi < g; ++gi) {
-          int code_sum = 0;
-          for (int c = gi * gs; c < (gi + 1) * gs; ++c) code_sum += a[c];
-          const int stored = int_dot(a + gi * gs, b + gi * gs, gs) + 8 * code_sum;
+          const int stored = int_dot(a + gi * gs, b + gi * gs, gs) + 8 * pr_.q_code_sums[at + gi];
           s += sb[gi] * (static_cast<float>(stored) * sa[gi] - 8.0f * qs[gi]);
         }
       } else if (g == 1) {
