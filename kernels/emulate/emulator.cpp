@@ -43,13 +43,21 @@ struct Operand {
   std::vector<float> scales;       // integer formats: one per (h, n, group) (expanded); valid for
                                    // tensor/head/token/block/group granularities (QK^T and QFlash use those)
   int groups = 1;                  // scale groups along d
-  TensorF values;                  // decode(code) * scale (both kinds); decode(code) alone with column_scales
-  std::vector<float> column_scales;  // [H][d] when the scale is applied after the matmul (scale_after)
+  TensorF values;                  // decode(code) * scale (both kinds); decode(code) alone with column_scales or row_scaled
+  std::vector<float> column_scales;  // [H][d] when the scale is applied after P V (ScaleAfter::columns)
+  bool row_scaled = false;         // a float operand's scale applied to the score (ScaleAfter::rows): scales holds one per (h, n)
 };
 
-// scale_after (v_scaled_after_pv): a float operand whose scale is constant along the tokens keeps its
-// codes' values (column_scales holds the scale of each (head, channel)), as a kernel feeds an MMA.
-Operand prepare(const TensorF& x, const OperandQuant& oq, bool scale_after = false) {
+// Where a float operand's scale is applied when a matrix unit's model sees its codes: not at all
+// (values are decode(code) * scale), to O after P V (V: per head dim column), or to the score after
+// Q K^T (Q, K: per token).
+enum class ScaleAfter : std::uint8_t { none, columns, rows };
+
+// ScaleAfter::columns (v_scaled_after_pv): a float operand whose scale is constant along the tokens
+// keeps its codes' values (column_scales holds the scale of each (head, channel)), as a kernel feeds
+// an MMA; ScaleAfter::rows (scaled_after_qk): one constant along the head dim does, scales holding
+// the scale of each (head, token).
+Operand prepare(const TensorF& x, const OperandQuant& oq, ScaleAfter after = ScaleAfter::none) {
   Operand o;
   const Format f = format_of(oq.spec.format);
   if (oq.unit_scale) {
@@ -72,12 +80,19 @@ Operand prepare(const TensorF& x, const OperandQuant& oq, bool scale_after = fal
     o.values = dequantize(qt);  // an integer V in a float-softmax recipe multiplies P as values
     return o;
   }
-  if (scale_after) {
+  if (after != ScaleAfter::none) {
     o.values = TensorF(x.heads, x.tokens, x.dim);
     for (std::size_t i = 0; i < qt.codes.size(); ++i) o.values.data[i] = static_cast<float>(decode(f, qt.codes[i]));
-    o.column_scales.resize(static_cast<std::size_t>(x.heads) * x.dim);
-    for (int h = 0; h < x.heads; ++h)
-      for (int c = 0; c < x.dim; ++c) o.column_scales[static_cast<std::size_t>(h) * x.dim + c] = qt.scales[qt.scale_index(h, 0, c)];
+    if (after == ScaleAfter::columns) {
+      o.column_scales.resize(static_cast<std::size_t>(x.heads) * x.dim);
+      for (int h = 0; h < x.heads; ++h)
+        for (int c = 0; c < x.dim; ++c) o.column_scales[static_cast<std::size_t>(h) * x.dim + c] = qt.scales[qt.scale_index(h, 0, c)];
+    } else {
+      o.row_scaled = true;
+      o.scales.resize(static_cast<std::size_t>(x.heads) * x.tokens);
+      for (int h = 0; h < x.heads; ++h)
+        for (int n = 0; n < x.tokens; ++n) o.scales[static_cast<std::size_t>(h) * x.tokens + n] = qt.scales[qt.scale_index(h, n, 0)];
+    }
     return o;
   }
   o.values = dequantize(qt);
@@ -124,9 +139,9 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
   }
   TensorF v = p.v;
   if (r.v_smoothing) pr.v_means = smooth_v(v);  // added back as mean * sum(P) / l
-  const auto named = [](const char* name, const TensorF& x, const OperandQuant& oq, bool scale_after = false) {
+  const auto named = [](const char* name, const TensorF& x, const OperandQuant& oq, ScaleAfter after = ScaleAfter::none) {
     try {
-      return prepare(x, oq, scale_after);
+      return prepare(x, oq, after);
     } catch (const NumericFailure& f) {
       throw NumericFailure(std::string("recipe field '") + name + ".scale': " + f.what());
     } catch (const std::invalid_argument& e) {  // a spec that does not fit this input (a group that does not divide d)
@@ -139,7 +154,8 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
     if (!oq.unit_scale && oq.spec.granularity == Granularity::kvhead) oq.spec.block = heads_per_scale;
     return oq;
   };
-  pr.q = named("q", q, grouped(r.q, p.q.heads / p.k.heads));
+  const auto rows_if = [&](const OperandQuant& oq) { return scaled_after_qk(r, oq) ? ScaleAfter::rows : ScaleAfter::none; };
+  pr.q = named("q", q, grouped(r.q, p.q.heads / p.k.heads), rows_if(r.q));
   if (r.k_zero_q_sum) {
     const int d = q.dim, g = pr.q.groups, gs = d / g;
     pr.q_group_sums.assign(static_cast<std::size_t>(q.heads) * q.tokens * g, 0.0f);
@@ -157,8 +173,8 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
           pr.q_group_sums[at] = s;
         }
   }
-  pr.k = named("k", k, grouped(r.k, 1));
-  pr.v = named("v", v, grouped(r.v, 1), v_scaled_after_pv(r));
+  pr.k = named("k", k, grouped(r.k, 1), rows_if(r.k));
+  pr.v = named("v", v, grouped(r.v, 1), v_scaled_after_pv(r) ? ScaleAfter::columns : ScaleAfter::none);
   if (r.pv_acc.kind == Accumulator::Kind::exact) pr.v_f64.assign(pr.v.values.data.begin(), pr.v.values.data.end());
   return pr;
 }
@@ -274,6 +290,11 @@ class Scorer {
         s = acc_.add(0.0f, terms, exps);
       } else {
         s = acc_.add(0.0f, terms);
+      }
+      if (pr_.q.row_scaled || pr_.k.row_scaled) {  // codes' sum, then the scales, as the integer path
+        const float sa = pr_.q.row_scaled ? pr_.q.scales[static_cast<std::size_t>(h) * p_.q.tokens + i] : 1.0f;
+        const float sb = pr_.k.row_scaled ? pr_.k.scales[static_cast<std::size_t>(kh) * p_.k.tokens + j] : 1.0f;
+        s = r_.qk_scale_sequential ? s * sa * sb : s * (sa * sb);
       }
     }
     return corrected(h, kh, i, j, s);

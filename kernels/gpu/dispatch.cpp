@@ -64,6 +64,9 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
     if (groups != scale_groups(r.k, d) || (d / groups) % 4 != 0) return "QK^T: Q and K scale groups must match and hold a multiple of 4 channels";
     if (r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T of integer codes accumulates exactly (int32)";
   }
+  if (scaled_after_qk(r, r.q) || scaled_after_qk(r, r.k)) {
+    return "QK^T: scaled float Q or K under a matrix unit's model (scores from the codes, scaled after) is emulator-only";
+  }
   if (needs_preparation(r)) {
     const std::string why = prepare_not_covered(r, d, false);
     if (!why.empty()) return why;

@@ -168,6 +168,19 @@ inline bool v_scaled_after_pv(const Recipe& r) {
          (g == Granularity::tensor || g == Granularity::head || g == Granularity::kvhead || g == Granularity::channel);
 }
 
+// Whether Q K^T multiplies the codes of a float Q (or K) and applies its scale to the score: under a
+// matrix unit's model the instruction sees codes, so a float operand whose scale is the same along
+// the head dim (tensor, head, kvhead, token, block, thread) enters the sum unscaled and the score is
+// S (sq sk) in fp32, as integer Q and K always are (FlashAttention-3's fp8 descales fold into its
+// softmax scale so). With the wgmma's 14 kept bits, scaled products would truncate elsewhere: on
+// FlashAttention-3's fp8 outputs this moves the emulator 8-38 dB nearer the kernel.
+inline bool scaled_after_qk(const Recipe& r, const OperandQuant& x) {
+  const Granularity g = x.spec.granularity;
+  return r.qk_acc.kind == Accumulator::Kind::mma && !x.unit_scale && format_of(x.spec.format).kind == Kind::floating &&
+         (g == Granularity::tensor || g == Granularity::head || g == Granularity::kvhead || g == Granularity::token ||
+          g == Granularity::block || g == Granularity::thread);
+}
+
 // The host's view: terms and (for fused models) exponents in arrays.
 class AccumulatorModel {
  public:
