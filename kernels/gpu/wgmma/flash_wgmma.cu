@@ -1,8 +1,8 @@
 // Warpgroup flash attention (NVIDIA sm_90a, wgmma): blocks of 128 (d > 64) or 192 (d = 64) query
 // rows, key tiles of 64.
 //   S = Q K^T            s8 wgmma m64n64k32 (int32, exact), fp16 or bf16 m64n64k16 (fp32)
-//   s = S (sq sk) c       fp32, in the emulator's order; masked keys are -inf
-//   m' = max(m, rowmax s); alpha = 2^(m - m'); P = round(2^(s - m') * multiplier)
+//   s = S ((sq c) sk)     fp32 (the emulator's S (sq sk) c, but for fp32 roundings); masked keys are -inf
+//   m' = max(m, rowmax s); alpha = 2^(m - m'); P = round(2^(s - (m' - log2 multiplier)))
 //   l = alpha l + rowsum P;  O = alpha O + P V   (e4m3, fp16 or bf16 wgmma, P from registers)
 //   out = O vscale / l
 // Roles (FlashAttention-3's producer/consumer split): warpgroup 0 is the producer, one thread of
@@ -137,6 +137,8 @@ struct Params {
   int hq, hkv, n, np, window;
   bool causal, denominator_quantized, reverse_blocks;
   float c, p_mult;
+  float log2_mult;                              // log2(p_mult), set by launch_one on the host
+  float l_mult;                                 // l's factor before O / l: 1, l holds P's multiplier (launch_one)
 };
 
 // The TMA maps of Q, K and V^T (tma.hpp), passed by value as a __grid_constant__ parameter.
@@ -169,7 +171,11 @@ struct Smem {
 // The LOGITS instantiation (a test hook) returns after the first product: the softmax below is
 // unreachable there by design (nvcc's warning 128).
 #pragma nv_diag_suppress 128
-template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS>
+// QUANT_DENOM (p.denominator_quantized as a template parameter, so that the softmax has no branch per
+// score pair; int8 Q K^T only): l sums P as rounded, or 2^(s - m') before rounding. The 16-bit Q K^T
+// instantiations read the flag at run time: as a template parameter ptxas serialized their into-O
+// wgmma (C7518, CUDA 13.0).
+template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS, bool QUANT_DENOM>
 __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(const __grid_constant__ TileMaps maps, const Params p) {
   if constexpr (!kWgmmaCompiled) {
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) *p.built = 0;
@@ -231,10 +237,17 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
     const int tid = threadIdx.x % kWarpgroupThreads, warp = tid / 32, lane = tid % 32, g = lane / 4, q4 = lane % 4;
     const int r0 = i0 + consumer * kRowsPerConsumer;  // this consumer's first row
     const int row[2] = {r0 + warp * 16 + g, r0 + warp * 16 + g + 8};
-    float sqs[2] = {1.0f, 1.0f};
+    // int8: each row's scale times c, once, so that a score takes two multiplies (S (sq c) sk): one
+    // fp32 rounding away from the emulator's S (sq sk) c, far below P's (the tests' 30 dB rule).
+    float sqc[2] = {p.c, p.c};
     if constexpr (QK == QkType::int8)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) sqs[r] = row[r] < p.n ? p.q_scales[static_cast<long>(h) * p.n + row[r]] : 0.0f;
+      for (int r = 0; r < 2; ++r) sqc[r] = row[r] < p.n ? p.q_scales[static_cast<long>(h) * p.n + row[r]] * p.c : 0.0f;
+    // P's multiplier as a shift of the exponent: 2^(x - m + log2 mult) in place of 2^(x - m) mult, one
+    // multiply less per score; the rounding of m - log2 mult moves P by about 2^-18 of itself, far
+    // below an e4m3 or fp16 step (an exact 0 for the multipliers of 1).
+    const float log2_mult = p.log2_mult;
+    const bool kQuantDenom = QK == QkType::int8 ? QUANT_DENOM : p.denominator_quantized;
     KeyTiles mine = key_tiles(r0, kRowsPerConsumer, p.n, p.causal, p.window, kBc);  // version 1's tiles for these rows
     if (r0 >= p.n) mine.end = mine.begin;  // a consumer of the last block may have no rows
     const std::uint8_t* my_q = sq + consumer * kRowsPerConsumer * kTmaBoxBytes;
@@ -359,9 +372,9 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
       for (int x = 0; x < kBc / 2; ++x) {
         const int jb = x / 4, u = x % 4, jj = key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
         if constexpr (QK == QkType::int8) {
-          sc[x] = static_cast<float>(s_acc[x]) * (sqs[u / 2] * kscale[jj]) * p.c;
+          sc[x] = static_cast<float>(s_acc[x]) * (sqc[u / 2] * kscale[jj]);
         } else {
-          sc[x] = s_acc[x] * p.c;
+          sc[x] = s_acc[x] * sqc[u / 2];
         }
       }
       // Masked keys are -inf; only tiles at an edge of N, the diagonal or the window have any (one
@@ -383,7 +396,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
       std::uint32_t pa[kPvSteps][4];
       float ps[2] = {0.0f, 0.0f};
       // A row with every key so far masked has m = -inf: subtracting 0 instead keeps 2^(-inf) = 0.
-      const float m_sub[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
+      const float m_sub[2] = {(m[0] == -INFINITY ? 0.0f : m[0]) - log2_mult, (m[1] == -INFINITY ? 0.0f : m[1]) - log2_mult};
 #pragma unroll
       for (int jb = 0; jb < kBc / 8; ++jb)
 #pragma unroll
@@ -396,7 +409,7 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
           }
           const int st = jb / kBlocksPerStep, in_step = jb % kBlocksPerStep;
           if constexpr (PV == PvType::e4m3) {
-            const std::uint16_t codes = pack_e4m3x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
+            const std::uint16_t codes = pack_e4m3x2(pf[0], pf[1]);
             const float2 back = unpack_f16x2(widen_e4m3x2(codes));
             pq[0] = back.x;
             pq[1] = back.y;
@@ -405,14 +418,13 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
             else w |= static_cast<std::uint32_t>(codes) << 16;
           } else {
             // Rounded to nearest even, as the emulator rounds P to fp16 or bf16.
-            const std::uint32_t packed = PV == PvType::bf16 ? pack_bf16x2(pf[0] * p.p_mult, pf[1] * p.p_mult)
-                                                            : pack_f16x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
+            const std::uint32_t packed = PV == PvType::bf16 ? pack_bf16x2(pf[0], pf[1]) : pack_f16x2(pf[0], pf[1]);
             const float2 back = PV == PvType::bf16 ? unpack_bf16x2(packed) : unpack_f16x2(packed);
             pq[0] = back.x;
             pq[1] = back.y;
             pa[st][r + 2 * in_step] = packed;
           }
-          ps[r] += p.denominator_quantized ? pq[0] + pq[1] : pf[0] + pf[1];
+          ps[r] += kQuantDenom ? pq[0] + pq[1] : pf[0] + pf[1];
         }
 #pragma unroll
       for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
@@ -472,8 +484,11 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
         pass_turn();
       }
     if constexpr (!LOGITS) {
+      // l sums P with its multiplier in either form (the multiplier is in the exponent above), so
+      // l_mult is 1; passed at run time: with the constant, ptxas serialized the 16-bit Q K^T into-O
+      // instantiations' wgmma (C7518).
       store_rows<D>(p.out + static_cast<long>(h) * p.n * D, p.v_scales ? p.v_scales + kh * D : nullptr, p.n, row, l,
-                    p.denominator_quantized, p.p_mult, q4, [&](int nc, int u) { return o[4 * nc + u]; });
+                    p.denominator_quantized, p.l_mult, q4, [&](int nc, int u) { return o[4 * nc + u]; });
     }
   }
 }
@@ -489,13 +504,13 @@ TileMaps tile_maps(const Params& p) {
           make_tile_map(p.vt, p.np * Pv<PV>::kBytes, D, p.hkv, D, "flash_wgmma (V^T)")};
 }
 
-template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS>
+template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS, bool QUANT_DENOM>
 void launch_one(const Params& p) {
   // (Also what keeps a device pass without wgmma, which drops the kernel's body, from warning that
   // it is unused.)
   static_assert(Smem<QK, PV, D>::kTileBytes <= Smem<QK, PV, D>::kStageBytes, "a tile's copies fit its stage");
   const int blocks = LOGITS ? 1 : (p.n + Roles<D>::kBm - 1) / Roles<D>::kBm;
-  auto kernel = flash_wgmma_kernel<QK, PV, D, PER_TILE, LOGITS>;
+  auto kernel = flash_wgmma_kernel<QK, PV, D, PER_TILE, LOGITS, QUANT_DENOM>;
   const int shared = Smem<QK, PV, D>::kBytes;
   static const bool allowed = (allow_shared_bytes(kernel, shared), true);  // once per instantiation
   (void)allowed;
@@ -510,16 +525,31 @@ void launch_one(const Params& p) {
   static thread_local std::optional<std::pair<MapKey, TileMaps>> last;
   const MapKey key{p.q, p.k, p.vt, p.n, p.np, p.hq, p.hkv};
   if (!last || !(last->first == key)) last.emplace(key, tile_maps<QK, PV, D>(p));
-  kernel<<<dim3(blocks, p.hq), Roles<D>::kThreads, shared>>>(last->second, p);
+  Params q = p;
+  q.log2_mult = std::log2(p.p_mult);
+  q.l_mult = 1.0f;
+  kernel<<<dim3(blocks, p.hq), Roles<D>::kThreads, shared>>>(last->second, q);
+}
+
+template <QkType QK, PvType PV, int D, bool LOGITS>
+void launch_acc(const Params& p, WgmmaPvAcc acc) {
+  const bool per_tile = acc == WgmmaPvAcc::per_tile;
+  // The logits hook stops before the softmax, and 16-bit Q K^T reads the flag at run time: one
+  // instantiation is enough there.
+  if constexpr (LOGITS || QK != QkType::int8) {
+    return per_tile ? launch_one<QK, PV, D, true, LOGITS, true>(p) : launch_one<QK, PV, D, false, LOGITS, true>(p);
+  } else {
+    if (p.denominator_quantized) return per_tile ? launch_one<QK, PV, D, true, false, true>(p) : launch_one<QK, PV, D, false, false, true>(p);
+    return per_tile ? launch_one<QK, PV, D, true, false, false>(p) : launch_one<QK, PV, D, false, false, false>(p);
+  }
 }
 
 template <QkType QK, PvType PV, bool LOGITS>
 void launch_dim(const Params& p, int dim, WgmmaPvAcc acc) {
-  const bool per_tile = acc == WgmmaPvAcc::per_tile;
   switch (dim) {
-    case 64: return per_tile ? launch_one<QK, PV, 64, true, LOGITS>(p) : launch_one<QK, PV, 64, false, LOGITS>(p);
-    case 128: return per_tile ? launch_one<QK, PV, 128, true, LOGITS>(p) : launch_one<QK, PV, 128, false, LOGITS>(p);
-    case 256: return per_tile ? launch_one<QK, PV, 256, true, LOGITS>(p) : launch_one<QK, PV, 256, false, LOGITS>(p);
+    case 64: return launch_acc<QK, PV, 64, LOGITS>(p, acc);
+    case 128: return launch_acc<QK, PV, 128, LOGITS>(p, acc);
+    case 256: return launch_acc<QK, PV, 256, LOGITS>(p, acc);
     default: throw std::invalid_argument("flash_wgmma: head dim must be 64, 128 or 256, got " + std::to_string(dim));
   }
 }
@@ -595,13 +625,14 @@ std::vector<std::int32_t> wgmma_logits(const MmaInputs& in, int h) {
   return download(logits, 16 * kBc);
 }
 
-double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, int batch, int q_heads, int kv_heads, int tokens, int dim,
-                         bool causal, int reps) {
+double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, bool denominator_quantized, int batch, int q_heads, int kv_heads,
+                         int tokens, int dim, bool causal, int reps) {
   DeviceBuffers mem;
   Params p{};
   const int hq = batch * q_heads, hkv = batch * kv_heads, n = tokens;
   const RandomMmaDevice dev = random_mma_device(mem, qk, pv, vt_element(pv), hq, hkv, n, dim);
   set_bench(p, dev, pv, hq, hkv, n, dim, causal);
+  p.denominator_quantized = denominator_quantized;
   p.built = mem.upload(std::vector<int>{1});
   return median_launch_ms(
       reps, [&] { launch<false>(qk, pv, p, dim, pv_acc); }, [&] { check_built(p.built, "flash_wgmma_kernel (warm-up)"); }, "flash_wgmma_kernel (bench)");

@@ -28,8 +28,9 @@ std::vector<float> flash_wgmma(const MmaInputs& in, WgmmaPvAcc pv_acc);
 // keys [0, 64), in key order (the kernel stores keys permuted in shared memory; this undoes it): [16][64].
 std::vector<std::int32_t> wgmma_logits(const MmaInputs& in, int h);
 
-// Median milliseconds of `reps` launches on random device-resident inputs (batch folded into heads).
-double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, int batch, int q_heads, int kv_heads, int tokens, int dim,
-                         bool causal, int reps);
+// Median milliseconds of `reps` launches on random device-resident inputs (batch folded into heads);
+// denominator_quantized: l sums P as rounded (the lab's default) or before rounding (FlashAttention-3).
+double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, bool denominator_quantized, int batch, int q_heads, int kv_heads,
+                         int tokens, int dim, bool causal, int reps);
 
 }  // namespace qattn::gpu
