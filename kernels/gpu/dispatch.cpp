@@ -64,8 +64,8 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
     if (groups != scale_groups(r.k, d) || (d / groups) % 4 != 0) return "QK^T: Q and K scale groups must match and hold a multiple of 4 channels";
     if (r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T of integer codes accumulates exactly (int32)";
   }
-  if (scaled_after_qk(r, r.q) || scaled_after_qk(r, r.k)) {
-    return "QK^T: scaled float Q or K under a matrix unit's model (scores from the codes, scaled after) is emulator-only";
+  if (needs_preparation(r) && (scaled_after_qk(r, r.q) || scaled_after_qk(r, r.k))) {
+    return "QK^T: prepared (smoothed or rotated) scaled float Q or K under a matrix unit's model is emulator-only";
   }
   if (needs_preparation(r)) {
     const std::string why = prepare_not_covered(r, d, false);
@@ -116,6 +116,19 @@ std::vector<float> operand_values(const TensorF& t, const OperandQuant& o) {
   return v;
 }
 
+// A float Q or K that an MMA model sees as codes (scaled_after_qk): its codes' values, and in
+// row_scales the scale of each (head, token), as the emulator prepares it.
+std::vector<float> operand_codes(const TensorF& t, const OperandQuant& o, std::vector<float>& row_scales) {
+  const QuantizedTensor qt = quantize(t, o.spec);
+  const Format f = format_of(o.spec.format);
+  std::vector<float> v(qt.codes.size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(decode(f, qt.codes[i]));
+  row_scales.resize(static_cast<std::size_t>(t.heads) * t.tokens);
+  for (int h = 0; h < t.heads; ++h)
+    for (int n = 0; n < t.tokens; ++n) row_scales[static_cast<std::size_t>(h) * t.tokens + n] = qt.scales[qt.scale_index(h, n, 0)];
+  return v;
+}
+
 }  // namespace
 
 Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
@@ -134,8 +147,8 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
       in.q_scales = std::move(qk.q_scales);
       in.k_scales = std::move(qk.k_scales);
     } else {
-      in.q_values = operand_values(p.q, r.q);
-      in.k_values = operand_values(p.k, r.k);
+      in.q_values = scaled_after_qk(r, r.q) ? operand_codes(p.q, r.q, in.q_row_scales) : operand_values(p.q, r.q);
+      in.k_values = scaled_after_qk(r, r.k) ? operand_codes(p.k, r.k, in.k_row_scales) : operand_values(p.k, r.k);
     }
   }
   TensorF v = p.v;

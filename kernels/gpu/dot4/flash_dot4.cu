@@ -25,6 +25,7 @@ struct Params {
   const int* k = nullptr;
   const float *q_scales = nullptr, *k_scales = nullptr;  // integer QK: [H][N][groups]
   const float *qf = nullptr, *kf = nullptr;              // float QK: values [H][N][d]
+  const float *q_rs = nullptr, *k_rs = nullptr;          // float QK: per (head, token) scales of the codes' sum, or null
   const float* q_rot = nullptr;    // block means with correction: Q before quantization [Hq][N][d]
   const float* k_means = nullptr;  // and the K block means [Hkv][mean_blocks][d]; null: no correction
   int mean_block = 1, mean_blocks = 0;
@@ -72,6 +73,10 @@ __device__ float raw_score(const Params& p, int h, int kh, int i, int j) {
     const auto term = [&](int c) { return static_cast<double>(a[c]) * static_cast<double>(b[c]); };  // exact
     const auto expo = [&](int c) { return factor_exponent(a[c], b[c], p.qk_acc.factor_exponent_min); };
     s = accumulate(p.qk_acc, 0.0f, p.d, term, expo);
+    if (p.q_rs != nullptr || p.k_rs != nullptr) {  // codes' sum, then the scales, as the emulator
+      const float sa = p.q_rs ? p.q_rs[static_cast<long>(h) * p.n + i] : 1.0f, sb = p.k_rs ? p.k_rs[static_cast<long>(kh) * p.n + j] : 1.0f;
+      s = s * (sa * sb);
+    }
   }
   if (p.q_means != nullptr) {
     // The smoothed Q lost its tile mean: dS = mean_q . k, in fp32, from K before quantization.
@@ -287,6 +292,10 @@ struct DeviceInputs {
       require(in.q_values.size() == qn * in.dim && in.k_values.size() == kn * in.dim, "q_values / k_values must hold heads * tokens * dim values");
       p.qf = mem.upload(in.q_values);
       p.kf = mem.upload(in.k_values);
+      require(in.q_row_scales.empty() || in.q_row_scales.size() == qn, "q_row_scales must hold heads * tokens scales or none");
+      require(in.k_row_scales.empty() || in.k_row_scales.size() == kn, "k_row_scales must hold heads * tokens scales or none");
+      if (!in.q_row_scales.empty()) p.q_rs = mem.upload(in.q_row_scales);
+      if (!in.k_row_scales.empty()) p.k_rs = mem.upload(in.k_row_scales);
     }
     p.v = mem.upload(in.v);
     if (!in.v_means.empty()) p.v_means = mem.upload(in.v_means);

@@ -42,6 +42,7 @@ struct Dot4Inputs {
   std::vector<std::int8_t> q_codes, k_codes;           // integer QK: [H, N, d] (int8 or int4 values)
   std::vector<float> q_scales, k_scales;               // integer QK: [H, N, groups]
   std::vector<float> q_values, k_values;               // float QK: [H, N, d]
+  std::vector<float> q_row_scales, k_row_scales;       // float QK: [H, N] scales applied to the codes' sum (scaled_after_qk); empty: none
   std::vector<float> v;                                // [Hkv, N, d] values as the emulator multiplies them
   std::vector<float> v_column_scales;                  // [Hkv, d]: O x scale before / l (v_scaled_after_pv); empty: none
   std::vector<int> rows;                               // query rows to evaluate
