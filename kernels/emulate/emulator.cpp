@@ -82,16 +82,12 @@ Operand prepare(const TensorF& x, const OperandQuant& oq, ScaleAfter after = Sca
   }
   if (after != ScaleAfter::none) {
     o.values = TensorF(x.heads, x.tokens, x.dim);
-    for (std::size_t i = 0; i < qt.codes.size(); ++i) o.values.data[i] = static_cast<float>(decode(f, qt.codes[i]));
+    o.values.data = code_values(qt);
     if (after == ScaleAfter::columns) {
-      o.column_scales.resize(static_cast<std::size_t>(x.heads) * x.dim);
-      for (int h = 0; h < x.heads; ++h)
-        for (int c = 0; c < x.dim; ++c) o.column_scales[static_cast<std::size_t>(h) * x.dim + c] = qt.scales[qt.scale_index(h, 0, c)];
+      o.column_scales = channel_scales(qt);
     } else {
       o.row_scaled = true;
-      o.scales.resize(static_cast<std::size_t>(x.heads) * x.tokens);
-      for (int h = 0; h < x.heads; ++h)
-        for (int n = 0; n < x.tokens; ++n) o.scales[static_cast<std::size_t>(h) * x.tokens + n] = qt.scales[qt.scale_index(h, n, 0)];
+      o.scales = token_scales(qt);
     }
     return o;
   }

@@ -253,4 +253,25 @@ TensorF dequantize(const QuantizedTensor& q) {
   return out;
 }
 
+std::vector<float> code_values(const QuantizedTensor& q) {
+  const Format f = format_of(q.spec.format);
+  std::vector<float> v(q.codes.size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(decode(f, q.codes[i]));
+  return v;
+}
+
+std::vector<float> token_scales(const QuantizedTensor& q) {
+  std::vector<float> s(static_cast<std::size_t>(q.heads) * q.tokens);
+  for (int h = 0; h < q.heads; ++h)
+    for (int n = 0; n < q.tokens; ++n) s[static_cast<std::size_t>(h) * q.tokens + n] = q.scales[q.scale_index(h, n, 0)];
+  return s;
+}
+
+std::vector<float> channel_scales(const QuantizedTensor& q) {
+  std::vector<float> s(static_cast<std::size_t>(q.heads) * q.dim);
+  for (int h = 0; h < q.heads; ++h)
+    for (int c = 0; c < q.dim; ++c) s[static_cast<std::size_t>(h) * q.dim + c] = q.scales[q.scale_index(h, 0, c)];
+  return s;
+}
+
 }  // namespace qattn

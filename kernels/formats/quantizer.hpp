@@ -105,4 +105,14 @@ std::size_t scale_count(const QuantSpec& spec, int heads, int tokens, int dim);
 QuantizedTensor quantize(const TensorF& x, const QuantSpec& spec);
 TensorF dequantize(const QuantizedTensor& q);
 
+// The codes' own values, decode(code) without the scale, [heads, tokens, dim]: what a matrix unit
+// multiplies when the scale is applied after the sum.
+std::vector<float> code_values(const QuantizedTensor& q);
+// The scale of each (head, token), [heads, tokens]: for a spec whose scale is constant along the
+// head dim (tensor, head, kvhead, token, block, thread).
+std::vector<float> token_scales(const QuantizedTensor& q);
+// The scale of each (head, channel), [heads, dim]: for a spec whose scale is constant along the
+// tokens (tensor, head, kvhead, channel).
+std::vector<float> channel_scales(const QuantizedTensor& q);
+
 }  // namespace qattn

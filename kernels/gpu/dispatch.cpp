@@ -120,13 +120,8 @@ std::vector<float> operand_values(const TensorF& t, const OperandQuant& o) {
 // row_scales the scale of each (head, token), as the emulator prepares it.
 std::vector<float> operand_codes(const TensorF& t, const OperandQuant& o, std::vector<float>& row_scales) {
   const QuantizedTensor qt = quantize(t, o.spec);
-  const Format f = format_of(o.spec.format);
-  std::vector<float> v(qt.codes.size());
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(decode(f, qt.codes[i]));
-  row_scales.resize(static_cast<std::size_t>(t.heads) * t.tokens);
-  for (int h = 0; h < t.heads; ++h)
-    for (int n = 0; n < t.tokens; ++n) row_scales[static_cast<std::size_t>(h) * t.tokens + n] = qt.scales[qt.scale_index(h, n, 0)];
-  return v;
+  row_scales = token_scales(qt);
+  return code_values(qt);
 }
 
 }  // namespace
@@ -155,12 +150,8 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   if (r.v_smoothing) in.v_means = smooth_v(v);  // on the host, as V's quantization here
   if (v_scaled_after_pv(r)) {  // V's codes' values; the scale multiplies O at the end
     const QuantizedTensor vq = quantize(v, r.v.spec);
-    const Format vf = format_of(r.v.spec.format);
-    in.v.resize(vq.codes.size());
-    for (std::size_t i = 0; i < vq.codes.size(); ++i) in.v[i] = static_cast<float>(decode(vf, vq.codes[i]));
-    in.v_column_scales.resize(static_cast<std::size_t>(v.heads) * v.dim);
-    for (int h = 0; h < v.heads; ++h)
-      for (int c = 0; c < v.dim; ++c) in.v_column_scales[static_cast<std::size_t>(h) * v.dim + c] = vq.scales[vq.scale_index(h, 0, c)];
+    in.v = code_values(vq);
+    in.v_column_scales = channel_scales(vq);
   } else {
     in.v = operand_values(v, r.v);
   }

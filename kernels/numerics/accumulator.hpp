@@ -173,7 +173,7 @@ inline bool v_scaled_after_pv(const Recipe& r) {
 // the head dim (tensor, head, kvhead, token, block, thread) enters the sum unscaled and the score is
 // S (sq sk) in fp32, as integer Q and K always are (FlashAttention-3's fp8 descales fold into its
 // softmax scale so). With the wgmma's 14 kept bits, scaled products would truncate elsewhere: on
-// FlashAttention-3's fp8 outputs this moves the emulator 8-38 dB nearer the kernel.
+// FlashAttention-3's fp8 outputs this moved the emulator 0.8-40 dB nearer the kernel (docs/presets.md).
 inline bool scaled_after_qk(const Recipe& r, const OperandQuant& x) {
   const Granularity g = x.spec.granularity;
   return r.qk_acc.kind == Accumulator::Kind::mma && !x.unit_scale && format_of(x.spec.format).kind == Kind::floating &&
