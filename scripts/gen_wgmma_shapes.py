@@ -8,14 +8,15 @@ inline-asm wrapper each (PTX needs every accumulator register named in the instr
 from pathlib import Path
 
 # (function, PTX type suffix, accumulator C type, constraint, N values, A from registers, K per instruction)
-# N = 8: the accumulator probes (wgmma_probe.cu); the others: the flash family (flash_wgmma.cu).
+# N = 8: the accumulator probes (wgmma_probe.cu); the others: the flash family (flash_wgmma.cu; S of a
+# 64- or 128-key tile, O of d = 64, 128 or 256 channels).
 SHAPES = [
-    ("wgmma_s8_ss", "s32.s8.s8", "std::int32_t", "r", (8, 64), False, 32),
-    ("wgmma_f16_ss", "f32.f16.f16", "float", "f", (8, 64), False, 16),
+    ("wgmma_s8_ss", "s32.s8.s8", "std::int32_t", "r", (8, 64, 128), False, 32),
+    ("wgmma_f16_ss", "f32.f16.f16", "float", "f", (8, 64, 128), False, 16),
     ("wgmma_e4m3_ss", "f32.e4m3.e4m3", "float", "f", (8,), False, 32),
     ("wgmma_e4m3_rs", "f32.e4m3.e4m3", "float", "f", (8, 64, 128, 256), True, 32),
     ("wgmma_f16_rs", "f32.f16.f16", "float", "f", (64, 128, 256), True, 16),
-    ("wgmma_bf16_ss", "f32.bf16.bf16", "float", "f", (8, 64), False, 16),
+    ("wgmma_bf16_ss", "f32.bf16.bf16", "float", "f", (8, 64, 128), False, 16),
     ("wgmma_bf16_rs", "f32.bf16.bf16", "float", "f", (64, 128, 256), True, 16),
 ]
 

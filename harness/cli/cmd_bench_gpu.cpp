@@ -185,27 +185,30 @@ int run_bench_gpu(Opts& o) {
   r.line("Ours: the mma.sync family (mma) and the wgmma family (wgmma, sm_90a; P V per 64-key tile into fp32, l summing P as "
          "rounded: the lab's default recipe), and the wgmma family with FlashAttention-3's numerics (wgmma into-O: P V "
          "accumulated in the instructions' own registers, acc.pv=h200_e4m3_wgmma, and l summing P before rounding, "
-         "denominator=float). The ratios take the fastest of our int8-QK+e4m3-PV kernels in each row, and the fastest of our "
+         "denominator=float); \"128 keys\": the same two with key tiles of 128 (tiles.block_k 128; per tile: "
+         "acc.pv=h200_e4m3_wgmma_tile128, as SageAttention 2 adds its P V into O). The ratios take the fastest of our int8-QK+e4m3-PV kernels in each row, and the fastest of our "
          "16-bit ones (named in the verdicts); a ratio is the peer's time over ours (above 1: ours is faster).");
   r.line();
   // wgmma bf16 (bf16 QK^T and P V on the same kernel) beside fp16: what fp8 buys over either 16-bit type.
   r.line("| shape (B,H,N,d,causal) | mma int8-QK+e4m3-PV TOPS | mma fp16 TOPS | wgmma int8-QK+e4m3-PV TOPS "
-         "| wgmma into-O int8-QK+e4m3-PV TOPS | wgmma fp16 TOPS "
+         "| wgmma into-O int8-QK+e4m3-PV TOPS | wgmma 128 keys int8-QK+e4m3-PV TOPS | wgmma into-O 128 keys int8-QK+e4m3-PV TOPS "
+         "| wgmma fp16 TOPS "
          "| wgmma bf16 TOPS | SDPA flash TFLOP/s | SDPA cuDNN TFLOP/s | SageAttention 1 TOPS | FA3 fp8 TOPS | FA3 bf16 TFLOP/s "
          "| ours-int8 / FA3 fp8 | ours-16-bit / FA3 bf16 |");
-  r.line("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  r.line("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 
   const auto note = [&notes](const std::string& s) {
     notes.push_back(s);
     return fmt::format("n/a [{}]", notes.size());
   };
   // Our kernel's median ms, or the error as a note.
-  // fa3: the wgmma family with FlashAttention-3's numerics (P V into O, l before P's rounding).
+  // fa3: the wgmma family with FlashAttention-3's numerics (P V into O, l before P's rounding);
+  // key_tile: the wgmma family's tiles.block_k.
   const auto ours = [&](bool wgmma, gpu::QkType qk, gpu::PvType pv, const char* what, int n, int d, bool causal, std::string& cell,
-                        bool fa3 = false) {
+                        bool fa3 = false, int key_tile = gpu::kMmaKeyTile) {
     try {
-      const double ms = wgmma ? gpu::bench_flash_wgmma(qk, pv, fa3 ? gpu::WgmmaPvAcc::into_o : gpu::WgmmaPvAcc::per_tile, !fa3, kBatch,
-                                                       kHeads, kHeads, n, d, causal, o.reps)
+      const double ms = wgmma ? gpu::bench_flash_wgmma(qk, pv, fa3 ? gpu::WgmmaPvAcc::into_o : gpu::WgmmaPvAcc::per_tile, !fa3,
+                                                       key_tile, kBatch, kHeads, kHeads, n, d, causal, o.reps)
                               : gpu::bench_flash_mma(qk, pv, kBatch, kHeads, kHeads, n, d, causal, o.reps, tuning);
       cell = fmt::format("{:.1f}", attention_flops(kBatch, kHeads, n, d, causal) / (ms * 1e-3) / 1e12);
       return std::optional<double>(ms);
@@ -222,11 +225,14 @@ int run_bench_gpu(Opts& o) {
   for (int d : o.dims)
     for (int n : o.tokens)
       for (bool causal : {false, true}) {
-        std::string c_int8, c_fp16, c_w_int8, c_w_int8_o, c_w_fp16, c_w_bf16;
+        std::string c_int8, c_fp16, c_w_int8, c_w_int8_o, c_w128, c_w128_o, c_w_fp16, c_w_bf16;
         const auto mma_int8 = ours(false, gpu::QkType::int8, gpu::PvType::e4m3, "mma int8-QK+e4m3-PV", n, d, causal, c_int8);
         const auto mma_fp16 = ours(false, gpu::QkType::fp16, gpu::PvType::fp16, "mma fp16", n, d, causal, c_fp16);
         const auto w_int8 = ours(true, gpu::QkType::int8, gpu::PvType::e4m3, "wgmma int8-QK+e4m3-PV", n, d, causal, c_w_int8);
         const auto w_int8_o = ours(true, gpu::QkType::int8, gpu::PvType::e4m3, "wgmma into-O int8-QK+e4m3-PV", n, d, causal, c_w_int8_o, true);
+        const auto w128 = ours(true, gpu::QkType::int8, gpu::PvType::e4m3, "wgmma 128 keys int8-QK+e4m3-PV", n, d, causal, c_w128, false, 128);
+        const auto w128_o =
+            ours(true, gpu::QkType::int8, gpu::PvType::e4m3, "wgmma into-O 128 keys int8-QK+e4m3-PV", n, d, causal, c_w128_o, true, 128);
         const auto w_fp16 = ours(true, gpu::QkType::fp16, gpu::PvType::fp16, "wgmma fp16", n, d, causal, c_w_fp16);
         const auto w_bf16 = ours(true, gpu::QkType::bf16, gpu::PvType::bf16, "wgmma bf16", n, d, causal, c_w_bf16);
         // The fastest of ours in each class, and its name.
@@ -236,7 +242,11 @@ int run_bench_gpu(Opts& o) {
             if (*ms && (!best.first || **ms < *best.first)) best = {**ms, name};
           return best;
         };
-        const auto [ms_int8, ours_name] = fastest_of({{&mma_int8, "mma"}, {&w_int8, "wgmma"}, {&w_int8_o, "wgmma into-O"}});
+        const auto [ms_int8, ours_name] = fastest_of({{&mma_int8, "mma"},
+                                                      {&w_int8, "wgmma"},
+                                                      {&w_int8_o, "wgmma into-O"},
+                                                      {&w128, "wgmma 128 keys"},
+                                                      {&w128_o, "wgmma into-O 128 keys"}});
         const auto [ms_16, ours16_name] = fastest_of({{&mma_fp16, "mma fp16"}, {&w_fp16, "wgmma fp16"}, {&w_bf16, "wgmma bf16"}});
         const double flops = attention_flops(kBatch, kHeads, n, d, causal);
         std::string c_peer[kPeers];
@@ -260,8 +270,8 @@ int run_bench_gpu(Opts& o) {
         std::optional<double> ratio16;
         if (peer_ms[kFa3Bf16] && ms_16) ratio16.emplace(*peer_ms[kFa3Bf16] / *ms_16);
         const auto cell = [](const std::optional<double>& x) { return x ? fmt::format("{:.2f}", *x) : std::string("-"); };
-        r.line(fmt::format("| {},{},{},{},{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |", kBatch, kHeads, n, d,
-                           causal ? "causal" : "full", c_int8, c_fp16, c_w_int8, c_w_int8_o, c_w_fp16, c_w_bf16, c_peer[0], c_peer[1], c_peer[2],
+        r.line(fmt::format("| {},{},{},{},{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |", kBatch, kHeads, n,
+                           d, causal ? "causal" : "full", c_int8, c_fp16, c_w_int8, c_w_int8_o, c_w128, c_w128_o, c_w_fp16, c_w_bf16, c_peer[0], c_peer[1], c_peer[2],
                            c_peer[kFa3Fp8], c_peer[kFa3Bf16], cell(ratio[kFa3Fp8]), cell(ratio16)));
         // The target: at least the fastest peer measured in this row (the smallest ratio).
         int fastest = -1;

@@ -201,38 +201,42 @@ namespace {
 // run (what the instruction's accumulator does, measured) and in what else they implement.
 struct MatrixFamily {
   const char* kernel;                        // for the messages
-  bool (*e4m3_pv)(const Accumulator&);       // an e4m3 P V accumulation this family runs
+  bool (*e4m3_pv)(const Accumulator&, int);  // an e4m3 P V accumulation this family runs, by key tile
   bool (*fp16_pv)(const Accumulator&);       // and an fp16 one
   bool (*bf16_pv)(const Accumulator&);       // and a bf16 one (null: no bf16 operands at all)
   const char* e4m3_need;                     // what to write instead
   const char* fp16_need;
   const char* bf16_need;                     // with bf16_pv null: why bf16 operands are refused
   bool prepares;                             // rotation and K smoothing (its preparation kernels)
+  bool tile128;                              // 128-key tiles too (e4m3 P V, head dims up to 128)
 };
 
 const MatrixFamily kMmaFamily{
-    "the mma kernel", [](const Accumulator& a) { return same_accumulator(a, h200_e4m3_mma_accumulator()); },
+    "the mma kernel", [](const Accumulator& a, int) { return same_accumulator(a, h200_e4m3_mma_accumulator()); },
     [](const Accumulator& a) { return same_accumulator(a, h200_hmma_accumulator()); }, nullptr,
     "PV in e4m3 accumulates as the H200's mma.sync does: pv_acc must be h200_e4m3_mma",
     "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma",
     "the mma kernel takes no bf16 operands (the wgmma kernel pairs bf16 QK^T with bf16 or e4m3 PV, and bf16 PV with int8 or "
     "bf16 QK^T)",
-    true};
+    true, false};
 
 const MatrixFamily kWgmmaFamily{
     "the wgmma kernel",
-    [](const Accumulator& a) {
-      return same_accumulator(a, h200_e4m3_wgmma_accumulator()) || same_accumulator(a, h200_e4m3_wgmma_tile_accumulator());
+    // Per tile: the tile's instructions (two per 64 keys) from zero, one fp32 add into O.
+    [](const Accumulator& a, int block_k) {
+      return same_accumulator(a, h200_e4m3_wgmma_accumulator()) ||
+             same_accumulator(a, block_k == 128 ? h200_e4m3_wgmma_tile128_accumulator() : h200_e4m3_wgmma_tile_accumulator());
     },
     [](const Accumulator& a) { return same_accumulator(a, h200_hmma_tile_accumulator()); },
     [](const Accumulator& a) {
       return same_accumulator(a, h200_wgmma_bf16_accumulator()) || same_accumulator(a, h200_wgmma_bf16_tile_accumulator());
     },
-    "PV in e4m3 accumulates as the H200's wgmma does: pv_acc must be h200_e4m3_wgmma (into O) or h200_e4m3_wgmma_tile (per 64-key tile)",
+    "PV in e4m3 accumulates as the H200's wgmma does: pv_acc must be h200_e4m3_wgmma (into O), or per key tile "
+    "h200_e4m3_wgmma_tile (tiles.block_k 64) or h200_e4m3_wgmma_tile128 (tiles.block_k 128)",
     "PV in fp16 per 64-key tile: pv_acc must be h200_hmma_tile (h200_hmma, straight into O, runs in flash_mma)",
     "PV in bf16 accumulates as the H200's bf16 wgmma does: pv_acc must be h200_wgmma_bf16 (into O) or h200_wgmma_bf16_tile "
     "(per 64-key tile)",
-    false};
+    false, true};
 
 // An mma(...) written out like a measured preset but for factor_emin (as recipe text written before
 // that key existed would be): say so, since the rest of the message reads as if it matched.
@@ -271,7 +275,8 @@ std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFa
   if (r.k_smoothing == KSmoothing::block_mean_corrected) return k + " has no q . mu_b correction of block means (the dot4 family has)";
   if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes run in flash_integer";
   if (r.split_k != 1 || r.lazy_rescale_tau != 0) return "split-K and lazy rescale have no matrix-unit kernel";
-  if (r.tiles.block_k != kMmaKeyTile) return k + "'s key tile is 64 (tiles.block_k)";
+  if (r.tiles.block_k != kMmaKeyTile && !(f.tile128 && r.tiles.block_k == 128))
+    return k + "'s key tile is 64" + (f.tile128 ? " or 128" : "") + " (tiles.block_k)";
   if (p.q.dim != 64 && p.q.dim != 128 && p.q.dim != 256) return k + " takes head dims 64, 128 and 256";
   const bool p_e4m3 = !r.p.unit_scale && r.p.spec.format == FormatId::e4m3 && r.p.spec.rule == ScaleRule::static_multiplier;
   const Granularity vg = r.v.spec.granularity;
@@ -281,8 +286,12 @@ std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFa
                        r.v.spec.scale_format == FormatId::fp32);
   const bool prepared = needs_preparation(r);
   if (prepared && !f.prepares) return k + " has no rotation or K smoothing (flash_mma has)";
+  if (r.tiles.block_k == 128) {
+    if (!(p_e4m3 && v_e4m3)) return k + " runs 128-key tiles with e4m3 P and V only (tiles.block_k 64 for 16-bit P V)";
+    if (p.q.dim > 128) return k + " runs 128-key tiles at head dims 64 and 128 (d = 256: tiles.block_k 64)";
+  }
   if (p_e4m3 && v_e4m3) {
-    if (!f.e4m3_pv(r.pv_acc)) return f.e4m3_need;
+    if (!f.e4m3_pv(r.pv_acc, r.tiles.block_k)) return f.e4m3_need;
     if (prepared) {
       if (!qk_int8) return "with rotation or K smoothing " + k + " takes int8 Q/K from the preparation kernels";
       return prepare_not_covered(r, p.q.dim);
@@ -493,6 +502,7 @@ MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
   in.score_factor = static_cast<float>(p.scale()) * 1.44269504088896340736f;
   in.p_multiplier = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
   in.denominator_quantized = r.denominator == Denominator::quantized_p;
+  in.key_tile = r.tiles.block_k;
   return in;
 }
 

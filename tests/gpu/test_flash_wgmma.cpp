@@ -58,6 +58,29 @@ void check_shapes(gpu::QkType qk, gpu::PvType pv, gpu::WgmmaPvAcc acc, std::uint
   }
 }
 
+// 128-key tiles (tiles.block_k = 128): e4m3 P V only, at d 64 and 128. P is rounded against each
+// 128-key tile's running max, and per tile the tile's four instructions (32 keys each) start from
+// zero before one fp32 add into O (h200_e4m3_wgmma_tile128); into O, the measured chained preset.
+Recipe wgmma_recipe_128(gpu::QkType qk, gpu::WgmmaPvAcc acc) {
+  Recipe r = wgmma_recipe(qk, gpu::PvType::e4m3, acc);
+  if (acc == gpu::WgmmaPvAcc::per_tile) r.pv_acc = h200_e4m3_wgmma_tile128_accumulator();
+  r.tiles.block_k = 128;
+  return r;
+}
+
+void check_128(const Problem& p, gpu::QkType qk, gpu::WgmmaPvAcc acc, const std::string& what) {
+  const Recipe r = wgmma_recipe_128(qk, acc);
+  const gpu::MmaInputs in = gpu::make_mma_inputs(p, r);
+  REQUIRE(in.key_tile == 128);
+  test::check_against_emulator(p, r, gpu::flash_wgmma(in, acc), (name(qk, gpu::PvType::e4m3, acc) + " 128-key tiles " + what).c_str());
+}
+
+// A refusal's message (printed, for the log) holds `part`.
+bool has(const std::string& message, const char* part) {
+  std::printf("  %s\n", message.c_str());
+  return message.find(part) != std::string::npos;
+}
+
 }  // namespace
 
 TEST_CASE("wgmma kernel: int8 logits equal the emulator's bit for bit, keys in order", "[gpu][wgmma]") {
@@ -139,6 +162,8 @@ TEST_CASE("wgmma kernel vs emulator on the shipped real dump", "[gpu][wgmma]") {
       check(s.problem, gpu::QkType::int8, gpu::PvType::e4m3, acc, std::string("layer ") + layer);
     check(s.problem, gpu::QkType::fp16, gpu::PvType::fp16, gpu::WgmmaPvAcc::per_tile, std::string("layer ") + layer);
     check(s.problem, gpu::QkType::bf16, gpu::PvType::bf16, gpu::WgmmaPvAcc::per_tile, std::string("layer ") + layer);
+    for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
+      check_128(s.problem, gpu::QkType::int8, acc, std::string("layer ") + layer);
   }
 }
 
@@ -165,7 +190,10 @@ TEST_CASE("recipes that name the wgmma presets run on the wgmma family", "[gpu][
                            "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16",
                            "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile",
                            "q=int8/token k=int8/token acc.qk=exact p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile",
-                           "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile"}) {
+                           "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile",
+                           "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma tiles=64x128",
+                           "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile128 tiles=64x128",
+                           "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile128 tiles=64x128"}) {
     const Recipe r = recipe_from_string(text);
     INFO(text);
     REQUIRE(gpu::not_covered(p, r).empty());
@@ -183,10 +211,6 @@ TEST_CASE("bf16 recipes: the matrix families' refusals name the preset to use", 
   Problem p = test::random_problem(4, 2, 300, 128, 23);
   const auto wgmma = [&](const char* text) { return gpu::wgmma_not_covered(p, recipe_from_string(text)); };
   const auto mma = [&](const char* text) { return gpu::mma_not_covered(p, recipe_from_string(text)); };
-  const auto has = [](const std::string& s, const char* part) {
-    std::printf("  %s\n", s.c_str());
-    return s.find(part) != std::string::npos;
-  };
   const char* good = "q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16_tile";
   CHECK(wgmma(good).empty());
   CHECK(wgmma("q=bf16 k=bf16 acc.qk=h200_wgmma_bf16 p=bf16 v=bf16 acc.pv=h200_wgmma_bf16").empty());
@@ -207,4 +231,60 @@ TEST_CASE("bf16 recipes: the matrix families' refusals name the preset to use", 
   // The HMMA model spelled out without factor_emin (recipe text from before the key): the message says what differs.
   CHECK(has(mma("q=fp16 k=fp16 acc.qk=mma(chunk=16,align=26,chunk_bits=23,chunk_round=zero,fused=1) p=fp16 v=fp16 acc.pv=h200_hmma"),
             "differs from it only in factor_emin: the hardware reads a subnormal factor at exponent -14"));
+}
+
+TEST_CASE("wgmma kernel vs emulator: 128-key tiles, every QK type with e4m3 PV, both accumulations, ragged N, causal, window, GQA",
+          "[gpu][wgmma][tile128]") {
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  for (gpu::QkType qk : {gpu::QkType::int8, gpu::QkType::fp16, gpu::QkType::bf16})
+    for (gpu::WgmmaPvAcc acc : {gpu::WgmmaPvAcc::per_tile, gpu::WgmmaPvAcc::into_o})
+      for (int d : {64, 128}) {
+        // N = 1000: the last tile holds 104 keys, past the 64 of a 64-key tile's edge.
+        Problem p = test::random_problem(4, 2, 1000, d, seed + d);
+        for (float& x : p.q.data) x *= 2.0f;
+        p.causal = true;
+        check_128(p, qk, acc, "d=" + std::to_string(d) + " causal");
+        p.causal = false;
+        check_128(p, qk, acc, "d=" + std::to_string(d) + " full");
+        p.window = 200;
+        p.rows = RowSelection::sample_of(300, seed);
+        check_128(p, qk, acc, "d=" + std::to_string(d) + " window 200");
+      }
+}
+
+TEST_CASE("wgmma kernel: 64- and 128-key tiles are different numerics", "[gpu][wgmma][tile128]") {
+  const DatasetInfo info = open_dataset(QATTN_SOURCE_DIR "/datasets/smollm2-135m-2k.h5");
+  SliceRequest req;
+  req.tokens = 2048;
+  // P is rounded against each tile's running max: 64- and 128-key tiles give other outputs (were the
+  // kernel to ignore the recipe's tile, one of them would fail its emulator check on the dump).
+  const LayerSlice s = load_layer(info, "0", req);
+  const gpu::MmaInputs in64 = gpu::make_mma_inputs(s.problem, wgmma_recipe(gpu::QkType::int8, gpu::PvType::e4m3, gpu::WgmmaPvAcc::into_o));
+  const gpu::MmaInputs in128 = gpu::make_mma_inputs(s.problem, wgmma_recipe_128(gpu::QkType::int8, gpu::WgmmaPvAcc::into_o));
+  CHECK(gpu::flash_wgmma(in64, gpu::WgmmaPvAcc::into_o) != gpu::flash_wgmma(in128, gpu::WgmmaPvAcc::into_o));
+}
+
+// Host-side only: what 128-key tiles the families refuse, each with one message naming the fix.
+TEST_CASE("128-key tiles: the matrix families' refusals", "[gpu][wgmma][dispatch]") {
+  const Problem p = test::random_problem(4, 2, 300, 128, 23);
+  const Problem p256 = test::random_problem(4, 2, 300, 256, 23);
+  const char* per_tile = "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel acc.pv=h200_e4m3_wgmma_tile128 tiles=64x128";
+  CHECK(gpu::wgmma_not_covered(p, recipe_from_string(per_tile)).empty());
+  // The 64-key per-tile preset on 128-key tiles (and the reverse): the flush no longer matches the tile.
+  CHECK(has(gpu::wgmma_not_covered(p, recipe_from_string("q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel "
+                                                          "acc.pv=h200_e4m3_wgmma_tile tiles=64x128")),
+            "h200_e4m3_wgmma_tile128 (tiles.block_k 128)"));
+  CHECK(has(gpu::wgmma_not_covered(p, recipe_from_string("q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel "
+                                                          "acc.pv=h200_e4m3_wgmma_tile128 tiles=64x64")),
+            "h200_e4m3_wgmma_tile (tiles.block_k 64)"));
+  CHECK(has(gpu::wgmma_not_covered(p256, recipe_from_string(per_tile)), "128-key tiles at head dims 64 and 128"));
+  CHECK(has(gpu::wgmma_not_covered(p, recipe_from_string("q=fp16 k=fp16 acc.qk=h200_hmma p=fp16 v=fp16 acc.pv=h200_hmma_tile tiles=64x128")),
+            "128-key tiles with e4m3 P and V only"));
+  CHECK(has(gpu::wgmma_not_covered(p, recipe_from_string("q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel "
+                                                          "acc.pv=h200_e4m3_wgmma tiles=64x96")),
+            "key tile is 64 or 128 (tiles.block_k)"));
+  CHECK(has(gpu::mma_not_covered(p, recipe_from_string("q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel "
+                                                        "acc.pv=h200_e4m3_mma tiles=64x128")),
+            "the mma kernel's key tile is 64 (tiles.block_k)"));
 }

@@ -349,6 +349,7 @@ struct DeviceInputs : MatrixDeviceInputs<Params> {
 }  // namespace
 
 std::vector<float> flash_mma(const MmaInputs& in, const MmaTuning& tuning) {
+  if (in.key_tile != kMmaKeyTile) throw std::invalid_argument("flash_mma: key tile must be 64, got " + std::to_string(in.key_tile));
   DeviceInputs dev(in);
   const std::size_t count = static_cast<std::size_t>(in.q_heads) * in.tokens * in.dim;
   float* out = dev.mem.alloc<float>(count);

@@ -24,6 +24,9 @@ enum class QkType : std::uint8_t { int8, fp16, bf16 };
 enum class PvType : std::uint8_t { e4m3, fp16, bf16 };
 
 inline constexpr int kMmaKeyTile = 64;  // Bc of the mma family; a covered recipe has tiles.block_k = 64
+// The matrix families' device layouts hold whole tiles of the largest key tile either reads (the
+// wgmma family's 128): a tile's copies, and its keys' scales, never run past a head's keys.
+inline constexpr int kMatrixKeyPad = 128;
 
 struct MmaInputs {
   QkType qk = QkType::int8;
@@ -40,6 +43,7 @@ struct MmaInputs {
   float score_factor = 0;                              // fp32(softmax scale) * fp32(log2 e), as the emulator
   float p_multiplier = 448;                            // e4m3 P: P * multiplier is rounded; fp16 and bf16 P: 1
   bool denominator_quantized = true;
+  int key_tile = kMmaKeyTile;                          // the recipe's tiles.block_k: 64, or 128 (wgmma only)
 };
 
 // Tuning: never changes a result (a test proves it).

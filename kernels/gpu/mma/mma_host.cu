@@ -16,7 +16,7 @@ std::uint16_t fp16_bits(float x) { return static_cast<std::uint16_t>(encode(form
 std::uint16_t bf16_bits(float x) { return static_cast<std::uint16_t>(encode(format_of(FormatId::bf16), x)); }
 }  // namespace
 
-int mma_padded_tokens(int n) { return (n + kMmaKeyTile - 1) / kMmaKeyTile * kMmaKeyTile; }
+int mma_padded_tokens(int n) { return (n + kMatrixKeyPad - 1) / kMatrixKeyPad * kMatrixKeyPad; }
 
 void check_mma_shape(const MmaInputs& in, const char* family) {
   if (in.q_heads <= 0 || in.kv_heads <= 0 || in.q_heads % in.kv_heads != 0 || in.tokens <= 0)

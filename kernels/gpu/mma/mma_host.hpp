@@ -12,7 +12,7 @@
 
 namespace qattn::gpu {
 
-// Keys rounded up to whole 64-key tiles.
+// Keys rounded up to whole tiles of kMatrixKeyPad (128) keys.
 int mma_padded_tokens(int n);
 
 // Throws std::invalid_argument naming `family` unless heads and tokens make a problem.
@@ -33,7 +33,7 @@ inline int qk_element_bytes(QkType qk) { return qk == QkType::int8 ? 1 : 2; }
 // key_at_row(r) (a permutation of [0, 64)); null keeps key order.
 using KeyAtRow = int (*)(int);
 
-// K rows ([heads][np][row_bytes], np a multiple of 64) reordered within each tile by key_at_row.
+// K rows ([heads][np][row_bytes], np a multiple of 64) reordered within each 64 keys by key_at_row.
 std::vector<std::uint8_t> permute_key_rows(const std::vector<std::uint8_t>& rows, int row_bytes, KeyAtRow key_at_row);
 
 // V transposed to [Hkv][d][np] (zero keys past N): fp16 bit patterns (e4m3 values widened, exact),

@@ -1,5 +1,6 @@
 // Warpgroup flash attention (NVIDIA sm_90a, wgmma): blocks of 128 (d > 64) or 192 (d = 64) query
-// rows, key tiles of 64.
+// rows, key tiles of 64 or 128 (the recipe's tiles.block_k: P is rounded against the running max of
+// each tile, so the tile is numerics, not tuning).
 //   S = Q K^T            s8 wgmma m64n64k32 (int32, exact), fp16 or bf16 m64n64k16 (fp32)
 //   s = S ((sq c) sk)     fp32 (the emulator's S (sq sk) c, but for fp32 roundings); masked keys are -inf
 //   m' = max(m, rowmax s); alpha = 2^(m - m'); P = round(2^(s - (m' - log2 multiplier)))
@@ -52,7 +53,6 @@ namespace qattn::gpu {
 namespace {
 
 constexpr int kRowsPerConsumer = 64;                     // one wgmma m64 per consumer
-constexpr int kBc = kMmaKeyTile;                         // keys per tile
 constexpr int kCoreRows = 8;                             // a core matrix: 8 rows x 16 bytes
 constexpr int kStepBytes = 32;                           // K bytes one instruction consumes (k32 of 8-bit, k16 of 16-bit)
 constexpr int kMaxSharedBytes = 227 * 1024;              // an sm_90 block's dynamic shared memory, opted in
@@ -64,12 +64,15 @@ constexpr int kRegisterFile = 65536;                     // 32-bit registers per
 // tile's S and P, and for per-tile P V the tile's own sum (another D/2). d <= 64 fits 160 registers
 // (version 1 used 144), so three consumers share each tile there; d = 128 needs about 230 (two
 // consumers at 240); d = 256 per tile needs more than 240 (O and the tile's sum alone are 256) and
-// spills, as version 1 did. Either way one block per multiprocessor.
-template <int D>
+// spills, as version 1 did. Either way one block per multiprocessor. 128-key tiles (BC) double S and
+// P (64 more registers): at d = 64 three consumers at 160 spilled (ptxas: 104-112 bytes of stack,
+// into O and per tile alike), so d = 64 takes two consumers at 240 there; d = 128 per tile keeps
+// 8 (int8 Q K^T) or 24 (16-bit) bytes of stack, into O none.
+template <int D, int BC>
 struct Roles {
-  static constexpr int kConsumers = D <= 64 ? 3 : 2;
+  static constexpr int kConsumers = D <= 64 && BC == 64 ? 3 : 2;
   static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = D <= 64 ? 160 : 240;
+  static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : 240;
   static constexpr int kBm = kConsumers * kRowsPerConsumer;  // query rows per block
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;
   // setmaxnreg moves registers within the block's own pool, which holds what the block started with:
@@ -146,11 +149,12 @@ struct TileMaps {
   CUtensorMap q, k, vt;
 };
 
-template <QkType QK, PvType PV, int D>
+template <QkType QK, PvType PV, int D, int BC>
 struct Smem {
+  static constexpr int kBc = BC;
   static constexpr int kQRow = D * Qk<QK>::kBytes;      // one query or key, all channels
   static constexpr int kVRow = kBc * Pv<PV>::kBytes;    // one channel of V^T, all keys of the tile
-  static constexpr int kQBytes = Roles<D>::kBm * kQRow;
+  static constexpr int kQBytes = Roles<D, BC>::kBm * kQRow;
   static constexpr int kKBytes = kBc * kQRow;
   static constexpr int kVBytes = D * kVRow;
   static constexpr int kScaleBytes = kBc * 4;           // the keys' fp32 scales (int8 QK; reserved, unused, for fp16)
@@ -175,15 +179,16 @@ struct Smem {
 // score pair; int8 Q K^T only): l sums P as rounded, or 2^(s - m') before rounding. The 16-bit Q K^T
 // instantiations read the flag at run time: as a template parameter ptxas serialized their into-O
 // wgmma (C7518, CUDA 13.0).
-template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS, bool QUANT_DENOM>
-__global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(const __grid_constant__ TileMaps maps, const Params p) {
+template <QkType QK, PvType PV, int D, int BC, bool PER_TILE, bool LOGITS, bool QUANT_DENOM>
+__global__ void __launch_bounds__(Roles<D, BC>::kThreads, 1) flash_wgmma_kernel(const __grid_constant__ TileMaps maps, const Params p) {
   if constexpr (!kWgmmaCompiled) {
     if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) *p.built = 0;
     return;
   } else {
-    using G = Smem<QK, PV, D>;
-    using R = Roles<D>;
+    using G = Smem<QK, PV, D, BC>;
+    using R = Roles<D, BC>;
     using Acc = typename Qk<QK>::Acc;
+    constexpr int kBc = BC;                                       // keys per tile
     constexpr int kQkSteps = G::kQRow / kStepBytes;              // instructions per S tile
     constexpr int kPvSteps = kBc / Pv<PV>::kKeysPerStep;        // instructions per P V tile
     constexpr int kBlocksPerStep = Pv<PV>::kKeysPerStep / 8;     // 8-column S blocks per P V instruction
@@ -497,21 +502,23 @@ __global__ void __launch_bounds__(Roles<D>::kThreads, 1) flash_wgmma_kernel(cons
 
 // The maps of Params' arrays: Q boxes of a block's rows (rows past N zero), K boxes of one tile, V^T boxes
 // of all D channels.
-template <QkType QK, PvType PV, int D>
+template <QkType QK, PvType PV, int D, int BC>
 TileMaps tile_maps(const Params& p) {
-  using G = Smem<QK, PV, D>;
-  return {make_tile_map(p.q, G::kQRow, p.n, p.hq, Roles<D>::kBm, "flash_wgmma (Q)"), make_tile_map(p.k, G::kQRow, p.np, p.hkv, kBc, "flash_wgmma (K)"),
+  using G = Smem<QK, PV, D, BC>;
+  return {make_tile_map(p.q, G::kQRow, p.n, p.hq, Roles<D, BC>::kBm, "flash_wgmma (Q)"), make_tile_map(p.k, G::kQRow, p.np, p.hkv, BC, "flash_wgmma (K)"),
           make_tile_map(p.vt, p.np * Pv<PV>::kBytes, D, p.hkv, D, "flash_wgmma (V^T)")};
 }
 
-template <QkType QK, PvType PV, int D, bool PER_TILE, bool LOGITS, bool QUANT_DENOM>
+template <QkType QK, PvType PV, int D, int BC, bool PER_TILE, bool LOGITS, bool QUANT_DENOM>
 void launch_one(const Params& p) {
+  using G = Smem<QK, PV, D, BC>;
+  using R = Roles<D, BC>;
   // (Also what keeps a device pass without wgmma, which drops the kernel's body, from warning that
   // it is unused.)
-  static_assert(Smem<QK, PV, D>::kTileBytes <= Smem<QK, PV, D>::kStageBytes, "a tile's copies fit its stage");
-  const int blocks = LOGITS ? 1 : (p.n + Roles<D>::kBm - 1) / Roles<D>::kBm;
-  auto kernel = flash_wgmma_kernel<QK, PV, D, PER_TILE, LOGITS, QUANT_DENOM>;
-  const int shared = Smem<QK, PV, D>::kBytes;
+  static_assert(G::kTileBytes <= G::kStageBytes, "a tile's copies fit its stage");
+  const int blocks = LOGITS ? 1 : (p.n + R::kBm - 1) / R::kBm;
+  auto kernel = flash_wgmma_kernel<QK, PV, D, BC, PER_TILE, LOGITS, QUANT_DENOM>;
+  const int shared = G::kBytes;
   static const bool allowed = (allow_shared_bytes(kernel, shared), true);  // once per instantiation
   (void)allowed;
   // A map is a function of the arrays' addresses and shapes alone (the rest is this instantiation's),
@@ -524,32 +531,44 @@ void launch_one(const Params& p) {
   };
   static thread_local std::optional<std::pair<MapKey, TileMaps>> last;
   const MapKey key{p.q, p.k, p.vt, p.n, p.np, p.hq, p.hkv};
-  if (!last || !(last->first == key)) last.emplace(key, tile_maps<QK, PV, D>(p));
+  if (!last || !(last->first == key)) last.emplace(key, tile_maps<QK, PV, D, BC>(p));
   Params q = p;
   q.log2_mult = std::log2(p.p_mult);
   q.l_mult = 1.0f;
-  kernel<<<dim3(blocks, p.hq), Roles<D>::kThreads, shared>>>(last->second, q);
+  kernel<<<dim3(blocks, p.hq), R::kThreads, shared>>>(last->second, q);
 }
 
-template <QkType QK, PvType PV, int D, bool LOGITS>
+template <QkType QK, PvType PV, int D, int BC, bool LOGITS>
 void launch_acc(const Params& p, WgmmaPvAcc acc) {
   const bool per_tile = acc == WgmmaPvAcc::per_tile;
   // The logits hook stops before the softmax, and 16-bit Q K^T reads the flag at run time: one
   // instantiation is enough there.
   if constexpr (LOGITS || QK != QkType::int8) {
-    return per_tile ? launch_one<QK, PV, D, true, LOGITS, true>(p) : launch_one<QK, PV, D, false, LOGITS, true>(p);
+    return per_tile ? launch_one<QK, PV, D, BC, true, LOGITS, true>(p) : launch_one<QK, PV, D, BC, false, LOGITS, true>(p);
   } else {
-    if (p.denominator_quantized) return per_tile ? launch_one<QK, PV, D, true, false, true>(p) : launch_one<QK, PV, D, false, false, true>(p);
-    return per_tile ? launch_one<QK, PV, D, true, false, false>(p) : launch_one<QK, PV, D, false, false, false>(p);
+    if (p.denominator_quantized)
+      return per_tile ? launch_one<QK, PV, D, BC, true, false, true>(p) : launch_one<QK, PV, D, BC, false, false, true>(p);
+    return per_tile ? launch_one<QK, PV, D, BC, true, false, false>(p) : launch_one<QK, PV, D, BC, false, false, false>(p);
   }
 }
 
+// 128-key tiles are instantiated for e4m3 P V at d = 64 and 128 only (dispatch.cpp refuses the rest),
+// and the logits hook reads one 64-key tile.
 template <QkType QK, PvType PV, bool LOGITS>
-void launch_dim(const Params& p, int dim, WgmmaPvAcc acc) {
+void launch_dim(const Params& p, int dim, int key_tile, WgmmaPvAcc acc) {
+  if (key_tile == 128) {
+    if constexpr (PV == PvType::e4m3 && !LOGITS) {
+      if (dim == 64) return launch_acc<QK, PV, 64, 128, false>(p, acc);
+      if (dim == 128) return launch_acc<QK, PV, 128, 128, false>(p, acc);
+    }
+    throw std::invalid_argument("flash_wgmma: 128-key tiles take e4m3 P V at head dims 64 and 128, got d " + std::to_string(dim) +
+                                (PV == PvType::e4m3 ? "" : " with 16-bit P V"));
+  }
+  if (key_tile != kMmaKeyTile) throw std::invalid_argument("flash_wgmma: key tile must be 64 or 128, got " + std::to_string(key_tile));
   switch (dim) {
-    case 64: return launch_acc<QK, PV, 64, LOGITS>(p, acc);
-    case 128: return launch_acc<QK, PV, 128, LOGITS>(p, acc);
-    case 256: return launch_acc<QK, PV, 256, LOGITS>(p, acc);
+    case 64: return launch_acc<QK, PV, 64, kMmaKeyTile, LOGITS>(p, acc);
+    case 128: return launch_acc<QK, PV, 128, kMmaKeyTile, LOGITS>(p, acc);
+    case 256: return launch_acc<QK, PV, 256, kMmaKeyTile, LOGITS>(p, acc);
     default: throw std::invalid_argument("flash_wgmma: head dim must be 64, 128 or 256, got " + std::to_string(dim));
   }
 }
@@ -557,14 +576,14 @@ void launch_dim(const Params& p, int dim, WgmmaPvAcc acc) {
 // The QK/PV pairs instantiated: every int8/fp16 pair, and bf16 with bf16, int8 or e4m3 (fp16 with
 // bf16 would be two more instantiations that no recipe needs: dispatch.cpp refuses them).
 template <bool LOGITS>
-void launch(QkType qk, PvType pv, const Params& p, int dim, WgmmaPvAcc acc) {
-  if (qk == QkType::int8 && pv == PvType::e4m3) return launch_dim<QkType::int8, PvType::e4m3, LOGITS>(p, dim, acc);
-  if (qk == QkType::fp16 && pv == PvType::e4m3) return launch_dim<QkType::fp16, PvType::e4m3, LOGITS>(p, dim, acc);
-  if (qk == QkType::int8 && pv == PvType::fp16) return launch_dim<QkType::int8, PvType::fp16, LOGITS>(p, dim, acc);
-  if (qk == QkType::fp16 && pv == PvType::fp16) return launch_dim<QkType::fp16, PvType::fp16, LOGITS>(p, dim, acc);
-  if (qk == QkType::bf16 && pv == PvType::bf16) return launch_dim<QkType::bf16, PvType::bf16, LOGITS>(p, dim, acc);
-  if (qk == QkType::int8 && pv == PvType::bf16) return launch_dim<QkType::int8, PvType::bf16, LOGITS>(p, dim, acc);
-  if (qk == QkType::bf16 && pv == PvType::e4m3) return launch_dim<QkType::bf16, PvType::e4m3, LOGITS>(p, dim, acc);
+void launch(QkType qk, PvType pv, const Params& p, int dim, int key_tile, WgmmaPvAcc acc) {
+  if (qk == QkType::int8 && pv == PvType::e4m3) return launch_dim<QkType::int8, PvType::e4m3, LOGITS>(p, dim, key_tile, acc);
+  if (qk == QkType::fp16 && pv == PvType::e4m3) return launch_dim<QkType::fp16, PvType::e4m3, LOGITS>(p, dim, key_tile, acc);
+  if (qk == QkType::int8 && pv == PvType::fp16) return launch_dim<QkType::int8, PvType::fp16, LOGITS>(p, dim, key_tile, acc);
+  if (qk == QkType::fp16 && pv == PvType::fp16) return launch_dim<QkType::fp16, PvType::fp16, LOGITS>(p, dim, key_tile, acc);
+  if (qk == QkType::bf16 && pv == PvType::bf16) return launch_dim<QkType::bf16, PvType::bf16, LOGITS>(p, dim, key_tile, acc);
+  if (qk == QkType::int8 && pv == PvType::bf16) return launch_dim<QkType::int8, PvType::bf16, LOGITS>(p, dim, key_tile, acc);
+  if (qk == QkType::bf16 && pv == PvType::e4m3) return launch_dim<QkType::bf16, PvType::e4m3, LOGITS>(p, dim, key_tile, acc);
   throw std::invalid_argument("flash_wgmma: fp16 and bf16 do not mix: QK^T and PV must not be one fp16, the other bf16");
 }
 
@@ -597,7 +616,7 @@ std::vector<float> flash_wgmma(const MmaInputs& in, WgmmaPvAcc pv_acc) {
   float* out = dev.mem.alloc<float>(count);
   fill_bytes(out, 0xFF, sizeof(float) * count);  // NaN everywhere: every element must be written
   dev.p.out = out;
-  launch<false>(in.qk, in.pv, dev.p, in.dim, pv_acc);
+  launch<false>(in.qk, in.pv, dev.p, in.dim, in.key_tile, pv_acc);
   check_built(dev.p.built, "flash_wgmma_kernel");
   return pick_rows(download(out, count), in.q_heads, in.tokens, in.dim, in.rows);
 }
@@ -608,8 +627,8 @@ std::vector<std::int32_t> wgmma_logits(const MmaInputs& in, int h) {
   one.window = 0;
   DeviceInputs dev(one);
   dev.p.reverse_blocks = false;
-  std::int32_t* logits = dev.mem.alloc<std::int32_t>(16 * kBc);
-  fill_bytes(logits, 0xFF, sizeof(std::int32_t) * 16 * kBc);
+  std::int32_t* logits = dev.mem.alloc<std::int32_t>(16 * kMmaKeyTile);
+  fill_bytes(logits, 0xFF, sizeof(std::int32_t) * 16 * kMmaKeyTile);
   dev.p.logits = logits;
   // One block of head h: its Q and its K head selected by offsetting the pointers.
   const long qk_bytes = qk_element_bytes(in.qk), v_bytes = in.pv == PvType::e4m3 ? 1 : 2;
@@ -620,13 +639,13 @@ std::vector<std::int32_t> wgmma_logits(const MmaInputs& in, int h) {
   if (dev.p.k_scales) dev.p.k_scales += static_cast<long>(kh) * dev.p.np;
   dev.p.vt += static_cast<long>(kh) * in.dim * dev.p.np * v_bytes;
   dev.p.hq = dev.p.hkv = 1;
-  launch<true>(in.qk, in.pv, dev.p, in.dim, WgmmaPvAcc::per_tile);
+  launch<true>(in.qk, in.pv, dev.p, in.dim, kMmaKeyTile, WgmmaPvAcc::per_tile);
   check_built(dev.p.built, "flash_wgmma_kernel (logits)");
-  return download(logits, 16 * kBc);
+  return download(logits, 16 * kMmaKeyTile);
 }
 
-double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, bool denominator_quantized, int batch, int q_heads, int kv_heads,
-                         int tokens, int dim, bool causal, int reps) {
+double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, bool denominator_quantized, int key_tile, int batch, int q_heads,
+                         int kv_heads, int tokens, int dim, bool causal, int reps) {
   DeviceBuffers mem;
   Params p{};
   const int hq = batch * q_heads, hkv = batch * kv_heads, n = tokens;
@@ -635,7 +654,7 @@ double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, bool denominat
   p.denominator_quantized = denominator_quantized;
   p.built = mem.upload(std::vector<int>{1});
   return median_launch_ms(
-      reps, [&] { launch<false>(qk, pv, p, dim, pv_acc); }, [&] { check_built(p.built, "flash_wgmma_kernel (warm-up)"); }, "flash_wgmma_kernel (bench)");
+      reps, [&] { launch<false>(qk, pv, p, dim, key_tile, pv_acc); }, [&] { check_built(p.built, "flash_wgmma_kernel (warm-up)"); }, "flash_wgmma_kernel (bench)");
 }
 
 }  // namespace qattn::gpu

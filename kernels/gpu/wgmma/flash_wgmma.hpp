@@ -1,15 +1,16 @@
 #pragma once
 // Host interface of the warpgroup flash-attention family (NVIDIA sm_90a, wgmma): blocks of 128 query
 // rows (192 for d = 64), a producer warpgroup issuing TMA copies and two (three) consumer warpgroups
-// of 64 rows each, key tiles of 64, both products on Hopper's warpgroup instructions:
+// of 64 rows each, key tiles of 64 or 128 (MmaInputs::key_tile; 128 for e4m3 P V at d = 64 and
+// 128), both products on Hopper's warpgroup instructions:
 //   S = Q K^T   s8 wgmma m64n64k32 (int32, exact), or fp16 / bf16 m64n64k16 (fp32); Q and K from shared memory
 //   O += P V    e4m3 wgmma m64nDk32 (fp32), or fp16 / bf16 m64nDk16; P from registers, V^T from shared memory
 // It takes the mma family's inputs (MmaInputs: the same recipes, the same layouts on the host side),
 // and bf16 operands, which the mma family does not: bf16 pairs with bf16, int8 or e4m3 (not fp16).
 // How P V's accumulators meet O is a numerics choice that the recipe's pv_acc states:
-//   per_tile: each 64-key tile's products start from zero (2 chained e4m3 instructions, or 4 fp16
-//             or bf16) and are added into O with one fp32 add, as SageAttention 2 does
-//             (pv_acc.flush_every = 2 for e4m3, 4 for fp16 and bf16);
+//   per_tile: each key tile's products start from zero (2 chained e4m3 instructions per 64 keys, or
+//             4 fp16 or bf16) and are added into O with one fp32 add, as SageAttention 2 does per 128
+//             keys (pv_acc.flush_every = 2 for e4m3, 4 with 128-key tiles; 4 for fp16 and bf16);
 //   into_o:   the instructions accumulate straight into O, as FlashAttention-3 does (flush_every = 0).
 #include <cstdint>
 #include <vector>
@@ -29,8 +30,9 @@ std::vector<float> flash_wgmma(const MmaInputs& in, WgmmaPvAcc pv_acc);
 std::vector<std::int32_t> wgmma_logits(const MmaInputs& in, int h);
 
 // Median milliseconds of `reps` launches on random device-resident inputs (batch folded into heads);
-// denominator_quantized: l sums P as rounded (the lab's default) or before rounding (FlashAttention-3).
-double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, bool denominator_quantized, int batch, int q_heads, int kv_heads,
-                         int tokens, int dim, bool causal, int reps);
+// denominator_quantized: l sums P as rounded (the lab's default) or before rounding (FlashAttention-3);
+// key_tile: 64 or 128.
+double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, bool denominator_quantized, int key_tile, int batch, int q_heads,
+                         int kv_heads, int tokens, int dim, bool causal, int reps);
 
 }  // namespace qattn::gpu
