@@ -7,7 +7,14 @@ of the project: install its wheel (scripts/fetch-peers.sh downloads it) and run 
 fp8: Q, K and V become e4m3 codes with one descale per (batch, kv head) = absmax / 448, as the
 caller of flash_attn_func supplies them; Q's descale is per kv head, shared by the query heads of a
 GQA group (the API's shape for it is [B, H_kv]). bf16: Q, K and V rounded to bf16.
-Usage: prove_fa3.py --out DIR DUMP [DUMP ...]"""
+
+Two checks of the kernel itself, for locating a difference from its preset:
+  --runs R          call the kernel R times per layer and print, per query head, how many outputs
+                    differ from the first call (0 everywhere: the kernel is deterministic);
+  --roll-kv-heads K also run with the KV heads moved K places (Q's groups with them) and the outputs
+                    moved back, written as <dump>-fa3-fp8-rollK.h5: a difference that stays with the
+                    data moves with it, one that stays with a head index does not.
+Usage: prove_fa3.py --out DIR [--runs R] [--roll-kv-heads K] DUMP [DUMP ...]"""
 import sys
 
 import torch
@@ -27,12 +34,8 @@ def bnhd(x):  # [H, N, d] -> [1, N, H, d]
     return x.permute(1, 0, 2).unsqueeze(0).contiguous()
 
 
-def run_layer(attn, d, fp8):
-    if d["window"]:
-        raise SystemExit("prove_fa3: this forward build has local attention compiled out; the dump's layer has a window")
-    q, k, v = layer_tensors(d)
+def call(attn, q, k, v, fp8, kw):
     hq, hkv = q.shape[0], k.shape[0]
-    kw = dict(causal=bool(d["causal"]), softmax_scale=float(d["softmax_scale"]))
     if fp8:
         # absmax / 448 in fp32, per kv head; Q's over the query heads of each group.
         qd = q.reshape(hkv, -1).abs().amax(1) / 448
@@ -44,12 +47,42 @@ def run_layer(attn, d, fp8):
     else:
         out = attn(*(bnhd(x.to(torch.bfloat16)) for x in (q, k, v)), **kw)
     out = out[0] if isinstance(out, (tuple, list)) else out
-    return out[0].permute(1, 0, 2).float().cpu().numpy()  # [Hq, N, d], bf16 values
+    return out[0].permute(1, 0, 2).float()  # [Hq, N, d], bf16 values
+
+
+def run_layer(attn, d, fp8, runs=1, roll=0):
+    if d["window"]:
+        raise SystemExit("prove_fa3: this forward build has local attention compiled out; the dump's layer has a window")
+    q, k, v = layer_tensors(d)
+    group = q.shape[0] // k.shape[0]
+    if roll:
+        q, k, v = torch.roll(q, roll * group, 0), torch.roll(k, roll, 0), torch.roll(v, roll, 0)
+    kw = dict(causal=bool(d["causal"]), softmax_scale=float(d["softmax_scale"]))
+    first = call(attn, q, k, v, fp8, kw)
+    for r in range(1, runs):
+        differ = (call(attn, q, k, v, fp8, kw) != first).sum(dim=(1, 2)).tolist()
+        print(f"{'fp8' if fp8 else 'bf16'} layer {d['name']} roll {roll}: call {r + 1} differs from call 1 in "
+              f"{sum(differ)} outputs (per query head, in the dump's order: {torch.roll(torch.tensor(differ), -roll * group).tolist()})", flush=True)
+    return torch.roll(first, -roll * group, 0).cpu().numpy()
 
 
 def main():
-    prove(__doc__, fa3, [("fa3-fp8", lambda attn, layer: run_layer(attn, layer, True), "preset=fa3-fp8", "bf16"),
-                         ("fa3-bf16", lambda attn, layer: run_layer(attn, layer, False), "preset=fa3-bf16", "bf16")])
+    args = sys.argv[1:]
+    opts = {}
+    for name in ("--runs", "--roll-kv-heads"):
+        if name in args:
+            i = args.index(name)
+            if i + 1 >= len(args) or not args[i + 1].isdigit():
+                sys.exit(f"prove_fa3: {name} takes a non-negative whole number")
+            opts[name] = int(args[i + 1])
+            del args[i:i + 2]
+    sys.argv[1:] = args
+    runs, roll = max(1, opts.get("--runs", 1)), opts.get("--roll-kv-heads", 0)
+    kernels = [("fa3-fp8", lambda attn, layer: run_layer(attn, layer, True, runs), "preset=fa3-fp8", "bf16"),
+               ("fa3-bf16", lambda attn, layer: run_layer(attn, layer, False, runs), "preset=fa3-bf16", "bf16")]
+    if roll:
+        kernels.append((f"fa3-fp8-roll{roll}", lambda attn, layer: run_layer(attn, layer, True, runs, roll), "preset=fa3-fp8", "bf16"))
+    prove(__doc__, fa3, kernels)
 
 
 if __name__ == "__main__":
