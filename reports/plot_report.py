@@ -11,7 +11,7 @@ Figures (PNG, in REPORT/figures/):
   mass_flushed.png        the reference's row mass each P format flushes, against context length
 Titles name the model and what each point pools (heads, layers, contexts); legends sit outside the
 axes; labels are never cut (bbox_inches="tight").
-Usage: plot_report.py REPORT_DIR
+Usage: plot_report.py REPORT_DIR [--quiet]   (--quiet: name no figure on stdout)
 """
 import csv
 import math
@@ -167,7 +167,7 @@ def main():
         ax.set_title(f"{tag}mass a static P format flushes\n(mean over sampled rows, heads, layers)", fontsize=10)
         save(fig, figs, "mass_flushed.png", written)
 
-    for w in written:
+    for w in written if "--quiet" not in sys.argv[2:] else []:
         print(f"figure: {w}")
     return 0
 

@@ -4,7 +4,7 @@
   figures/score_per_head.png  per layer and context (one panel each), per query head: the kernel
                               against float64, the recipe's emulation against float64 and the kernel
                               against the emulation, SQNR in dB (infinite values drawn at the top)
-Usage: plot_score.py REPORT_DIR
+Usage: plot_score.py REPORT_DIR [--quiet]   (--quiet: name no figure on stdout)
 """
 import csv
 import math
@@ -55,7 +55,8 @@ def main():
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     out = os.path.join(report, "figures", "score_per_head.png")
     fig.savefig(out, dpi=110)
-    print(f"figures: {out}")
+    if "--quiet" not in sys.argv[2:]:
+        print(f"figures: {out}")
 
 
 if __name__ == "__main__":

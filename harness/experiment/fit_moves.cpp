@@ -133,7 +133,7 @@ std::vector<FitMove> fit_moves(const Recipe& r) {
   for (const char* v : {"fp32", "fp16", "bf16"}) set("out", v);
   for (const char* v : {"32x32", "64x64", "64x128", "128x32", "128x64", "128x128", "fa3_sm90"}) set("tiles", v);
   for (const char* acc : {"acc.qk", "acc.pv"}) {
-    for (const char* v : {"exact", "fp32", "fp16"}) set(acc, v);
+    for (const char* v : {"exact", "fp32", "fp16", "fp16fma"}) set(acc, v);
     for (const NamedAccumulator& n : kNamedAccumulators) set(acc, n.name);
   }
   if (r.softmax == SoftmaxKind::qflash_integer) {

@@ -157,10 +157,12 @@ void set_figure_tools(const std::string& python, const std::string& scripts_dir)
   figure_tools() = {python, (fs::path(scripts_dir) / "plot_report.py").string(), (fs::path(scripts_dir) / "plot_score.py").string()};
 }
 
-bool render_figures(const std::string& report_dir, ReportKind kind) {
+bool render_figures(const std::string& report_dir, ReportKind kind, bool quiet) {
   const FigureTools& t = figure_tools();
   const std::string& script = kind == ReportKind::run ? t.run_script : t.score_script;
-  const ProcessStatus s = run_process({t.python, script, report_dir});
+  std::vector<std::string> argv{t.python, script, report_dir};
+  if (quiet) argv.push_back("--quiet");
+  const ProcessStatus s = run_process(argv);
   if (s.ok()) return true;
   fmt::print(stderr, "qattn: warning: figures not rendered ({} {} {}: {}); the figure data is in {}/figures/\n", t.python, script,
              report_dir, s.text(), report_dir);

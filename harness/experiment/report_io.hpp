@@ -45,7 +45,8 @@ enum class ReportKind { run, score };
 // Draws REPORT_DIR/figures/*.png from its figure data (matplotlib, in a child process started from
 // an argument vector: the folder's name is never read by a shell). Returns false, with a warning
 // on stderr, when the drawing failed (Python or matplotlib missing, interrupted, disk full).
-bool render_figures(const std::string& report_dir, ReportKind kind);
+// quiet: the script names no figure on stdout.
+bool render_figures(const std::string& report_dir, ReportKind kind, bool quiet = false);
 // The interpreter and the folder holding plot_report.py and plot_score.py: the build's unless set
 // (an installed Python package sets its own interpreter and the scripts it carries).
 void set_figure_tools(const std::string& python, const std::string& scripts_dir);

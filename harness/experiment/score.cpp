@@ -249,7 +249,7 @@ void score_outputs(const ScoreOptions& opt) {
                       l.recipe_line.empty() ? "(none named)" : md_code(l.recipe_line));
   }
   write_atomic(dir / "summary.md", md);
-  const bool drawn = report::render_figures(dir.string(), report::ReportKind::score);
+  const bool drawn = report::render_figures(dir.string(), report::ReportKind::score, opt.quiet);
   if (!opt.quiet) fmt::print("{}\nreport: {} (summary.md, results.csv, results.jsonl, config.json, figures/)\n", md, dir.string());
   if (!drawn) report::throw_figures_missing(dir.string());
 }

@@ -121,6 +121,9 @@ std::string acc_to_string(const Accumulator& a) {
     case Accumulator::Kind::fp16: return "fp16";
     case Accumulator::Kind::fp16fma: return "fp16fma";
     case Accumulator::Kind::mma:
+      // A measured preset by its name (the first of the names that share a model), as a recipe names it.
+      for (const NamedAccumulator& n : kNamedAccumulators)
+        if (same_accumulator(a, n.model())) return n.name;
       return "mma(chunk=" + std::to_string(a.chunk) + ",align=" + std::to_string(a.align_bits) + ",chunk_bits=" +
              std::to_string(a.chunk_mantissa_bits) + ",chunk_round=" + enum_name(a.chunk_rounding, kRounding) +
              ",acc_bits=" + std::to_string(a.acc_mantissa_bits) + ",add_round=" + enum_name(a.add_rounding, kRounding) +

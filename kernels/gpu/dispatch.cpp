@@ -186,12 +186,6 @@ bool fp16_exact(const OperandQuant& o) {
   return rounded_to(o, FormatId::fp16) || rounded_to(o, FormatId::e4m3) || rounded_to(o, FormatId::e5m2);
 }
 
-bool same_accumulator(const Accumulator& a, const Accumulator& b) {
-  return a.kind == b.kind && a.chunk == b.chunk && a.align_bits == b.align_bits && a.chunk_mantissa_bits == b.chunk_mantissa_bits &&
-         a.chunk_rounding == b.chunk_rounding && a.acc_mantissa_bits == b.acc_mantissa_bits && a.add_rounding == b.add_rounding &&
-         a.flush_every == b.flush_every && a.fused == b.fused && a.factor_exponent_min == b.factor_exponent_min;
-}
-
 }  // namespace
 
 #if defined(QATTN_WITH_CUDA)

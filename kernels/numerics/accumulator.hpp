@@ -310,6 +310,13 @@ QATTN_HD inline Accumulator h200_wgmma_bf16_tile_accumulator() {
   return a;
 }
 
+// Two models that sum alike (every field that the accumulation reads).
+QATTN_HD inline bool same_accumulator(const Accumulator& a, const Accumulator& b) {
+  return a.kind == b.kind && a.chunk == b.chunk && a.align_bits == b.align_bits && a.chunk_mantissa_bits == b.chunk_mantissa_bits &&
+         a.chunk_rounding == b.chunk_rounding && a.acc_mantissa_bits == b.acc_mantissa_bits && a.add_rounding == b.add_rounding &&
+         a.flush_every == b.flush_every && a.fused == b.fused && a.factor_exponent_min == b.factor_exponent_min;
+}
+
 // The measured models by the names recipes give them (acc.qk=NAME, acc.pv=NAME), in the order
 // listings show them.
 struct NamedAccumulator {

@@ -51,15 +51,20 @@ TEST_CASE("recipe text: measured accumulator presets and the fused flag round-tr
   CHECK(r.pv_acc.flush_every == 2);
   CHECK(r.pv_acc.align_bits == 26);
   const std::string text = to_string(r);
-  CHECK(text.find("fused=1") != std::string::npos);
+  CHECK(has(text, "acc.qk=h200_hmma acc.pv=h200_e4m3_mma "));  // presets print by name
   const Recipe back = recipe_from_string(text);
   CHECK(back.pv_acc.fused);
   CHECK(back.pv_acc.chunk == 16);
   CHECK(to_string(back) == text);
+  // A model that is no preset prints its fields, the fused flag and factor_emin among them.
+  const std::string spelled = to_string(recipe_from_string("acc.qk=mma(chunk=16,align=26,chunk_bits=23,chunk_round=zero,fused=1,factor_emin=-14,flush=3)"));
+  CHECK(has(spelled, "fused=1"));
+  CHECK(has(spelled, "factor_emin=-14"));
+  CHECK(recipe_from_string(spelled).qk_acc.factor_exponent_min == -14);
+  CHECK(to_string(recipe_from_string(spelled)) == spelled);
   CHECK(has(parse_error("acc.pv=mma(chunk=16,fused=2)"), "fused"));
   // The HMMA reads subnormal fp16 factors at exponent -14: the preset says so, and the text keeps it.
   CHECK(r.qk_acc.factor_exponent_min == -14);
-  CHECK(text.find("factor_emin=-14") != std::string::npos);
   CHECK(back.qk_acc.factor_exponent_min == -14);
   CHECK(has(parse_error("acc.pv=mma(chunk=16,factor_emin=-14)"), "acc.pv.factor_exponent_min"));
   CHECK(has(parse_error("acc.pv=mma(chunk=16,fused=1,factor_emin=3)"), "expected -1022..0"));
@@ -77,7 +82,8 @@ TEST_CASE("recipe text: the bf16 wgmma presets are the HMMA model reading subnor
   CHECK(r.pv_acc.flush_every == 4);
   CHECK(r.pv_acc.factor_exponent_min == -126);
   const std::string text = to_string(r);
-  CHECK(text.find("factor_emin=-126") != std::string::npos);
+  CHECK(has(text, "acc.qk=h200_wgmma_bf16 acc.pv=h200_wgmma_bf16_tile "));
+  CHECK(recipe_from_string(text).pv_acc.factor_exponent_min == -126);
   CHECK(to_string(recipe_from_string(text)) == text);
 }
 
@@ -129,6 +135,24 @@ TEST_CASE("string and JSON forms round-trip", "[recipe]") {
     CHECK(to_string(recipe_from_json(to_json(r))) == canonical);
     CHECK(to_string(recipe_from_json(nlohmann::json(line))) == canonical);  // a JSON string is a line
   }
+}
+
+TEST_CASE("a recipe prints a measured accumulator by its preset's name", "[recipe]") {
+  // Spelled out or named, a preset's model prints as its name; any other mma(...) prints its fields.
+  CHECK(has(to_string(recipe_from_string("acc.pv=h200_e4m3_wgmma_tile128 tiles=64x128")), "acc.pv=h200_e4m3_wgmma_tile128 "));
+  Recipe r;
+  r.qk_acc = h200_e4m3_wgmma_accumulator();  // as the fields of an mma(...) would give it
+  CHECK(has(to_string(r), "acc.qk=h200_e4m3_wgmma "));
+  r.qk_acc.flush_every = 3;
+  CHECK(has(to_string(r), "acc.qk=mma(chunk=32,"));
+  CHECK(has(to_string(r), "flush=3,"));
+  CHECK(same_accumulator(recipe_from_string(to_string(r)).qk_acc, r.qk_acc));
+  // Names and models are one to one, so a printed name reads back as the model it stood for.
+  for (const NamedAccumulator& a : kNamedAccumulators)
+    for (const NamedAccumulator& b : kNamedAccumulators) {
+      INFO(a.name << " / " << b.name);
+      CHECK(same_accumulator(a.model(), b.model()) == (std::string(a.name) == b.name));
+    }
 }
 
 TEST_CASE("JSON operands may be objects", "[recipe]") {

@@ -113,8 +113,11 @@ def test_cli_score_and_check_gate_a_broken_kernel(dump, qattn_exe, tmp_path):
     assert ok.returncode == 0 and "0 violation(s)" in ok.stdout, ok.stdout + ok.stderr
 
     # The broken kernel scored into the same report folder, then gated by the stored bounds.
-    r = subprocess.run([qattn_exe, "score", dump, bad, "--output", report, "--force"], capture_output=True, text=True)
+    # (quietly: nothing on stdout, the figure's name included, and the figure still drawn)
+    os.remove(os.path.join(report, "figures", "score_per_head.png"))
+    r = subprocess.run([qattn_exe, "score", dump, bad, "--output", report, "--force", "--quiet"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    assert r.stdout == "" and os.path.exists(os.path.join(report, "figures", "score_per_head.png")), r.stdout
     fail = subprocess.run([qattn_exe, "check", bounds], capture_output=True, text=True)
     assert fail.returncode == 1
     assert "FAIL recipe 'my_kernel' layer 15 context 256: mean SQNR" in fail.stderr and "worse by" in fail.stderr, fail.stderr
