@@ -72,12 +72,13 @@ def main():
     for name in ("--runs", "--roll-kv-heads"):
         if name in args:
             i = args.index(name)
-            if i + 1 >= len(args) or not args[i + 1].isdigit():
-                sys.exit(f"prove_fa3: {name} takes a non-negative whole number")
+            least = 1 if name == "--runs" else 0
+            if i + 1 >= len(args) or not args[i + 1].isdigit() or int(args[i + 1]) < least:
+                sys.exit(f"prove_fa3: {name} takes a whole number of at least {least}, got {args[i + 1] if i + 1 < len(args) else 'nothing'}")
             opts[name] = int(args[i + 1])
             del args[i:i + 2]
     sys.argv[1:] = args
-    runs, roll = max(1, opts.get("--runs", 1)), opts.get("--roll-kv-heads", 0)
+    runs, roll = opts.get("--runs", 1), opts.get("--roll-kv-heads", 0)
     kernels = [("fa3-fp8", lambda attn, layer: run_layer(attn, layer, True, runs), "preset=fa3-fp8", "bf16"),
                ("fa3-bf16", lambda attn, layer: run_layer(attn, layer, False, runs), "preset=fa3-bf16", "bf16")]
     if roll:
