@@ -1,5 +1,6 @@
 #include "harness/experiment/fit_moves.hpp"
 
+#include <exception>
 #include <map>
 #include <set>
 
@@ -97,10 +98,19 @@ std::vector<FitMove> fit_moves(const Recipe& r) {
   const nlohmann::json canonical = to_json(r);
   for (const auto& [k, v] : canonical.items()) keys[k] = v.get<std::string>();
   std::vector<FitMove> moves;
-  std::set<std::string> seen = {line_of(keys)};
+  // A move is kept once per recipe: by its canonical text where it parses (a key set to its default
+  // is no move), else by its own text (the caller reports why it does not parse).
+  const auto canonical_of = [](const std::string& line) {
+    try {
+      return to_string(recipe_from_string(line));
+    } catch (const std::exception&) {
+      return line;
+    }
+  };
+  std::set<std::string> seen = {to_string(r)};
   const auto add = [&](const std::string& knob, const Keys& changed, bool restart = false) {
     const std::string line = line_of(changed);
-    if (seen.insert(line).second) moves.push_back({knob, line, restart});
+    if (seen.insert(canonical_of(line)).second) moves.push_back({knob, line, restart});
   };
   const auto set = [&](const std::string& key, const std::string& value) {
     Keys k = keys;

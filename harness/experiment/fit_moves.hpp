@@ -20,8 +20,8 @@ struct FitMove {
   bool restart = false;
 };
 
-// Every single-knob neighbour of r, in a fixed order, each a different recipe text (some may be
-// invalid: the caller parses and skips them).
+// Every single-knob neighbour of r, in a fixed order, each a different recipe from r and from the
+// others (some may be invalid: the caller parses and skips them).
 std::vector<FitMove> fit_moves(const Recipe& r);
 
 }  // namespace qattn
