@@ -15,6 +15,7 @@
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/report_shards.hpp"
 #include "harness/io/text.hpp"
+#include "harness/system/fork_inherit.hpp"
 
 namespace qattn::report {
 
@@ -91,7 +92,14 @@ FolderLock::FolderLock(const fs::path& dir) {
     ++it->second.count;
     return;
   }
+  try {
+    drop_in_forked_children(fd);  // a probe child that outlives us must not hold the folder
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    keep_in_forked_children(fd);
     ::close(fd);
     throw std::invalid_argument(dir.string() + ": another qattn command is writing this report folder; nothing in it was changed; wait for it to finish");
   }
@@ -102,6 +110,7 @@ FolderLock::~FolderLock() {
   const std::lock_guard<std::mutex> guard(held_mutex);
   const auto it = held.find(key_);
   if (it != held.end() && --it->second.count == 0) {
+    keep_in_forked_children(it->second.fd);
     ::close(it->second.fd);
     held.erase(it);
   }

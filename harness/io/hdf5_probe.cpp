@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "harness/io/dataset_file.hpp"
+#include "harness/system/fork_inherit.hpp"
 
 namespace qattn {
 
@@ -38,6 +39,7 @@ void read_first_in_child(const std::string& path, const std::function<void()>& r
   }
   if (pid < 0) return;  // no process to spare: read it directly
   if (pid == 0) {
+    close_dropped_after_fork();  // the report folders' locks stay with the parent alone
     // The host (Python, a test runner) may ignore, block or handle SIGALRM: the child's must kill it.
     std::signal(SIGALRM, SIG_DFL);
     sigset_t alarm_only;
