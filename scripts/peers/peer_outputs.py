@@ -19,10 +19,11 @@ def layer_tensors(layer):
 
 
 def write_peer_outputs(dump, out_dir, name, run_layer, recipe, dtype):
-    """run_layer(layer) -> O [Hq, N, d] as a NumPy array, for each layer of `dump`; writes
+    """run_layer(layer) -> O [Hq, N, d] as a NumPy array, for each layer of `dump` (the loaded layer,
+    with its name under "name"); writes
     OUT_DIR/<dump's stem>-<name>.h5 and returns its path."""
     info = qattn.open_dump(dump)
-    entries = [{"layer": l["name"], "o": run_layer(qattn.load_layer(dump, l["name"]))} for l in info["layers"]]
+    entries = [{"layer": l["name"], "o": run_layer({**qattn.load_layer(dump, l["name"]), "name": l["name"]})} for l in info["layers"]]
     stem = os.path.splitext(os.path.basename(dump))[0]
     path = os.path.join(out_dir, f"{stem}-{name}.h5")
     qattn.write_outputs(path, name, entries, recipe=recipe, dtype=dtype, attrs={"dataset": os.path.basename(dump)})
