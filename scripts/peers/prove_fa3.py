@@ -37,7 +37,8 @@ def bnhd(x):  # [H, N, d] -> [1, N, H, d]
 def call(attn, q, k, v, fp8, kw):
     hq, hkv = q.shape[0], k.shape[0]
     if fp8:
-        # absmax / 448 in fp32, per kv head; Q's over the query heads of each group.
+        # absmax / 448 in fp32, per kv head; Q's over the query heads of each group. On the GPU torch
+        # divides by the number 448 as a multiply by fp32(1 / 448) (the preset's /amax:mul).
         qd = q.reshape(hkv, -1).abs().amax(1) / 448
         kd, vd = k.reshape(hkv, -1).abs().amax(1) / 448, v.reshape(hkv, -1).abs().amax(1) / 448
         group = hq // hkv
