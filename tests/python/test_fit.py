@@ -1,6 +1,7 @@
 """qattn fit / qattn.fit on recorded outputs of real kernels (tests/data): from a generic recipe the
-search recovers a recipe that meets the lab's rule for QFlash (46adca5) and SageAttention 1.0.6, and
-a kernel altered on purpose (one rounding rule changed) is found out by the knob that changed."""
+search recovers a recipe that meets the lab's rule for QFlash (46adca5) and SageAttention 1.0.6,
+FlashAttention-3's missing scale knob is found from its preset, and a kernel altered on purpose (one
+rounding rule changed) is found out by the knob that changed."""
 import json
 import os
 import subprocess
@@ -14,6 +15,8 @@ DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 QFLASH = os.path.join(DATA, "qflash-46adca5", "u-h3-n197-d64")
 SAGE = os.path.join(DATA, "sageattn-1.0.6", "random-d64-full")
 GENERIC = "q=int8/token k=int8/token p=fp16 v=fp16"
+FA3 = os.path.join(DATA, "fa3-fwd-0.0.3", "smollm2")
+DUMP = os.path.join(os.path.dirname(__file__), "..", "..", "datasets", "smollm2-135m-2k.h5")
 
 
 def test_qflash_is_recovered_from_a_generic_recipe(tmp_path):
@@ -40,6 +43,18 @@ def test_sageattention_1_is_recovered_from_a_generic_recipe(qattn_exe, tmp_path)
     assert any(t.startswith("k=int8/block:64") for t in tokens), r["best"]
     best = r["path"][-1]
     assert best["kernel_vs_recipe_db"] - best["recipe_vs_float64_db"] >= 30
+
+
+def test_fa3_fp8s_scale_from_torchs_reciprocal_is_found(tmp_path):
+    # FlashAttention-3's recorded fp8 outputs (tests/data/fa3-fwd-0.0.3, its descales formed by torch
+    # on the GPU): from its preset with exact absmax/448 scales, the first move the search takes is
+    # V's scale times fp32(1/448), the knob that was missing (found this way on the full search from
+    # a generic fp8 recipe too: docs/presets.md). 8 rows a layer keep it near two minutes.
+    r = qattn.fit(FA3 + "-fa3-fp8.h5", DUMP, start="preset=fa3-fp8 q=e4m3/kvhead k=e4m3/head v=e4m3/head",
+                  output=str(tmp_path / "f"), rows=8, beam=1)
+    assert r["meets_rule"], r["path"]
+    assert r["path"][1]["knob"] == "v: e4m3/head -> e4m3/head/amax:mul", r["path"]
+    assert r["path"][1]["kernel_vs_recipe_db"] > r["path"][0]["kernel_vs_recipe_db"] + 20  # 82.95 -> 113.21 measured
 
 
 def test_an_altered_kernel_is_found_out_by_its_knob(tmp_path):
