@@ -35,7 +35,7 @@ const std::vector<RecipePreset>& recipe_presets() {
        "q=e4m3/kvhead/amax:mul k=e4m3/head/amax:mul v=e4m3/head/amax:mul p=e4m3/static:256 denominator=float tiles=fa3_sm90 order=reverse acc.qk=h200_e4m3_wgmma acc.pv=h200_e4m3_wgmma out=bf16",
        "github Dao-AILab/flash-attention, commit 0251105, hopper/ (mainloop_fwd_sm90_tma_gmma_ws.hpp, softmax.h); run as PyPI fa3-fwd 0.0.3 on the H200",
        "run on the H200 (scripts/peers/prove-peers-on-h200.sh): descales absmax/448 per (batch, kv head) as the API takes them (Q's "
-       "shared by a GQA group: kvhead), computed by torch on the GPU, where dividing by the scalar 448 multiplies by fp32(1/448) "
+       "shared by a GQA group: kvhead), computed by torch on the GPU, which (inferred from the outputs) multiplies by fp32(1/448) "
        "(amax:mul: where absmax/448 is exact, the reciprocal's scale is an ulp off and breaks the ties it would make), key tiles from the last to the first (order=reverse: P is rounded against the running max), "
        "Q K^T and P V on the measured e4m3 wgmma, each summing the codes with the descales applied after (to the score, to O); "
        "not modelled: the softmax's fused multiply-adds and approximate exp2, the row sums' per-thread order; see the README's presets table"},

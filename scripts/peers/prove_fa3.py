@@ -38,7 +38,8 @@ def call(attn, q, k, v, fp8, kw):
     hq, hkv = q.shape[0], k.shape[0]
     if fp8:
         # absmax / 448 in fp32, per kv head; Q's over the query heads of each group. On the GPU torch
-        # divides by the number 448 as a multiply by fp32(1 / 448) (the preset's /amax:mul).
+        # divides by the number 448 as a multiply by fp32(1 / 448) (the preset's /amax:mul; inferred
+        # from FA3's outputs and PyTorch's source).
         qd = q.reshape(hkv, -1).abs().amax(1) / 448
         kd, vd = k.reshape(hkv, -1).abs().amax(1) / 448, v.reshape(hkv, -1).abs().amax(1) / 448
         group = hq // hkv

@@ -16,7 +16,6 @@ QFLASH = os.path.join(DATA, "qflash-46adca5", "u-h3-n197-d64")
 SAGE = os.path.join(DATA, "sageattn-1.0.6", "random-d64-full")
 GENERIC = "q=int8/token k=int8/token p=fp16 v=fp16"
 FA3 = os.path.join(DATA, "fa3-fwd-0.0.3", "smollm2")
-DUMP = os.path.join(os.path.dirname(__file__), "..", "..", "datasets", "smollm2-135m-2k.h5")
 
 
 def test_qflash_is_recovered_from_a_generic_recipe(tmp_path):
@@ -45,7 +44,7 @@ def test_sageattention_1_is_recovered_from_a_generic_recipe(qattn_exe, tmp_path)
     assert best["kernel_vs_recipe_db"] - best["recipe_vs_float64_db"] >= 30
 
 
-def test_fa3_fp8_is_recovered_from_a_generic_fp8_recipe(tmp_path):
+def test_fa3_fp8_is_recovered_from_a_generic_fp8_recipe(dump, tmp_path):
     # FlashAttention-3's recorded fp8 outputs (tests/data/fa3-fwd-0.0.3, descales formed by torch on
     # the GPU), 12 rows of layer 0 between 248 and 424 (short causal rows keep the wgmma models'
     # emulation near a minute; each still spans two to four key tiles). From per-head e4m3 the search
@@ -55,7 +54,7 @@ def test_fa3_fp8_is_recovered_from_a_generic_fp8_recipe(tmp_path):
     pick = np.nonzero((rows >= 200) & (rows < 700))[0][:12]
     qattn.write_outputs(str(tmp_path / "fa3.h5"), "fa3-fp8", [{"layer": "0", "o": rec["o"][:, pick, :], "rows": [int(r) for r in rows[pick]]}],
                         recipe="", dtype="bf16")
-    r = qattn.fit(str(tmp_path / "fa3.h5"), DUMP, start="q=e4m3/head k=e4m3/head v=e4m3/head p=e4m3/static:448 out=bf16",
+    r = qattn.fit(str(tmp_path / "fa3.h5"), dump, start="q=e4m3/head k=e4m3/head v=e4m3/head p=e4m3/static:448 out=bf16",
                   output=str(tmp_path / "f"), rows=0, beam=1, budget=900)
     assert r["meets_rule"], r["path"]
     tokens = set(r["best"].split())
