@@ -5,7 +5,7 @@ hopper/ kernels: fp8 e4m3 with descales of ones, and bf16) on the shapes of `qat
 H=32, d=128 and 64, N=4096 and 16384, causal and not); writes JSON that `qattn bench gpu --sdpa
 FILE` reads.
 
-    python3 scripts/bench_sdpa.py --out LOGS/sdpa.json [--reps 50] [--tokens 4096,16384]
+    python3 scripts/bench_sdpa.py --out LOGS/sdpa.json [--reps 50] [--tokens 4096,16384] [--backends fa3_fp8,fa3_bf16]
     python3 scripts/bench_sdpa.py --dry-run          # no GPU: lists the rows, checks the API on CPU
 
 Inputs: torch.randn in bf16, several input sets in turn so that L2 does not hold one set between
@@ -137,12 +137,12 @@ def run_backend(backend, inputs, causal, warmup, reps):
             return None, " | ".join([str(e).strip().splitlines()[0]] + reasons)
 
 
-def dry_run(args, shapes):
+def dry_run(args, shapes, backends):
     found = {"sage1": sage1()[1] or "importable", "fa3": fa3()[1] or "importable"}
-    print(f"dry run: torch {torch.__version__}, backends {list(BACKENDS)} and {list(PEERS)} "
-          f"({found}), {len(shapes) * (len(BACKENDS) + len(PEERS))} rows planned:")
+    print(f"dry run: torch {torch.__version__}, backends {backends} "
+          f"({found}), {len(shapes) * len(backends)} rows planned:")
     for b, h, n, d, causal in shapes:
-        for backend in (*BACKENDS, *PEERS):
+        for backend in backends:
             print(f"  B={b} H={h} N={n} d={d} causal={causal} backend={backend}  {flops(b, h, n, d, causal) / 1e12:.3f} TFLOP")
     # The API on CPU, small shape: input sets, the math backend under sdpa_kernel, is_causal.
     gen = torch.Generator(device="cpu").manual_seed(0)
@@ -167,15 +167,21 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--sets", type=int, default=4, help="input sets used in turn (L2 does not hold one)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backends", default=",".join((*BACKENDS, *PEERS)),
+                    help="backends to run, comma separated (default: all of " + ", ".join((*BACKENDS, *PEERS)) + ")")
     ap.add_argument("--dry-run", action="store_true", help="no GPU needed: list the rows, check the API on CPU")
     args = ap.parse_args()
     if args.reps < 1 or args.warmup < 0 or args.sets < 1:
         ap.error("--reps >= 1, --warmup >= 0, --sets >= 1")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = [b for b in backends if b not in (*BACKENDS, *PEERS)]
+    if unknown or not backends:
+        ap.error(f"--backends: unknown {unknown or 'empty list'}; expected some of {', '.join((*BACKENDS, *PEERS))}")
     tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
     dims = [int(t) for t in args.head_dims.split(",") if t.strip()]
     shapes = [(args.batch, args.heads, n, d, causal) for d in dims for n in tokens for causal in (False, True)]
     if args.dry_run:
-        return dry_run(args, shapes)
+        return dry_run(args, shapes, backends)
     if not args.out:
         ap.error("--out FILE is required (unless --dry-run)")
     if not torch.cuda.is_available():
@@ -189,7 +195,7 @@ def main():
     rows = []
     for b, h, n, d, causal in shapes:
         inputs = make_sets(b, h, n, d, args.sets, "cuda", gen)
-        for backend in (*BACKENDS, *PEERS):
+        for backend in backends:
             if backend in BACKENDS:
                 ms, reason = run_backend(backend, inputs, causal, args.warmup, args.reps)
             elif backend == "sage1":
