@@ -25,9 +25,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def cell(text):
+    """A CSV field as the lab wrote it, back as text: a leading apostrophe the writer put before
+    = + - @ tab or CR (so a spreadsheet keeps the field as text, not a formula) is not the name's."""
+    return text[1:] if len(text) >= 2 and text[0] == "'" and text[1] in "=+-@\t\r" else text
+
+
 def read_csv(path):
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        return [{k: cell(v) if isinstance(v, str) else v for k, v in row.items()} for row in csv.DictReader(f)]
 
 
 def save(fig, figs, name, written):

@@ -6,7 +6,6 @@
                               against the emulation, SQNR in dB (infinite values drawn at the top)
 Usage: plot_score.py REPORT_DIR [--quiet]   (--quiet: name no figure on stdout)
 """
-import csv
 import math
 import os
 import sys
@@ -16,6 +15,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from plot_report import read_csv  # noqa: E402  (beside this script, installed with it)
+
 
 def num(s):
     return float(s) if s not in ("", None) else float("nan")
@@ -23,8 +24,7 @@ def num(s):
 
 def main():
     report = sys.argv[1]
-    with open(os.path.join(report, "figures", "score_per_head.csv"), newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(os.path.join(report, "figures", "score_per_head.csv"))
     if not rows:
         return
     panels = sorted({(r["kernel"], r["layer"], int(r["context"])) for r in rows}, key=lambda x: (x[0], len(x[1]), x[1], x[2]))

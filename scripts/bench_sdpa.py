@@ -156,16 +156,35 @@ def dry_run(args, shapes, backends):
     return 0
 
 
+def positive_int(text):
+    """argparse type: an integer >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v}; expected an integer >= 1")
+    return v
+
+
+def positive_ints(text):
+    """argparse type: comma-separated integers >= 1, at least one."""
+    values = [positive_int(t.strip()) for t in text.split(",") if t.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected one or more integers >= 1, comma separated")
+    return values
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="JSON file to write (atomically)")
-    ap.add_argument("--tokens", default="4096,16384", help="context lengths N, comma separated")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--head-dims", default="128,64", help="head dimensions d, comma separated")
-    ap.add_argument("--reps", type=int, default=50, help="timed launches per row; the median is reported")
+    ap.add_argument("--tokens", type=positive_ints, default="4096,16384", help="context lengths N, comma separated")
+    ap.add_argument("--batch", type=positive_int, default=1)
+    ap.add_argument("--heads", type=positive_int, default=32)
+    ap.add_argument("--head-dims", type=positive_ints, default="128,64", help="head dimensions d, comma separated")
+    ap.add_argument("--reps", type=positive_int, default=50, help="timed launches per row; the median is reported")
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--sets", type=int, default=4, help="input sets used in turn (L2 does not hold one)")
+    ap.add_argument("--sets", type=positive_int, default=4, help="input sets used in turn (L2 does not hold one)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backends", default=",".join((*BACKENDS, *PEERS)),
                     help="backends to run, comma separated (default: all of " + ", ".join((*BACKENDS, *PEERS)) + ")")
@@ -177,8 +196,7 @@ def main():
     unknown = [b for b in backends if b not in (*BACKENDS, *PEERS)]
     if unknown or not backends:
         ap.error(f"--backends: unknown {unknown or 'empty list'}; expected some of {', '.join((*BACKENDS, *PEERS))}")
-    tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
-    dims = [int(t) for t in args.head_dims.split(",") if t.strip()]
+    tokens, dims = args.tokens, args.head_dims
     shapes = [(args.batch, args.heads, n, d, causal) for d in dims for n in tokens for causal in (False, True)]
     if args.dry_run:
         return dry_run(args, shapes, backends)

@@ -32,3 +32,10 @@ assert all(r["kernel_vs_recipe_sqnr_db"] == "inf" for r in rows)
 print(f"check-pip-install: qattn {qattn.__version__} from {os.path.dirname(qattn.__file__)}: int8 Q/K at 128 tokens {db:.2f} dB; "
       f"score report with figures")
 PY
+# The `qattn` command the package installs: the C++ program it carries, drawing figures with the
+# package's interpreter and scripts (the build's paths are gone with pip's build folder).
+"$work/venv/bin/qattn" --version
+outputs=(rep/outputs/*.h5)
+"$work/venv/bin/qattn" score "$root/datasets/smollm2-135m-2k.h5" "${outputs[@]}" -o rep-cli --quiet
+test -f rep-cli/figures/score_per_head.png || { echo "check-pip-install: the qattn command drew no figure" >&2; exit 1; }
+echo "check-pip-install: the qattn command ($("$work/venv/bin/qattn" --version)) scored and drew figures"

@@ -11,6 +11,17 @@ if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "compile-gpu: the CUDA build (QATTN_GPU=CUDA, compile only)"
   cmake -S . -B "$build-cuda" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQATTN_GPU=CUDA >/dev/null
   cmake --build "$build-cuda" --parallel --target qattn_gpu test_gpu qattn
+  # On a machine without a GPU or driver (CI's), the one thing the CUDA build can run: `--backend gpu`
+  # says so in words before any work, instead of the first cudaMalloc's error.
+  if ! nvidia-smi -L >/dev/null 2>&1; then
+    said=$("$build-cuda/harness/qattn" eval --data datasets/smollm2-135m-2k.h5 --layer 15 --recipe "q=int8/token k=int8/token" --backend gpu 2>&1) && {
+      echo "compile-gpu: --backend gpu ran on a machine without a GPU" >&2; exit 1; }
+    if ! grep -qE "eval --backend 'gpu': no (usable GPU or GPU driver on this machine|GPU is visible to this process)" <<< "$said"; then
+      echo "compile-gpu: --backend gpu without a GPU said: $said" >&2
+      exit 1
+    fi
+    echo "compile-gpu: without a GPU, --backend gpu says: ${said#qattn: error: }"
+  fi
 else
   echo "compile-gpu: no nvcc; the CUDA build is skipped"
 fi

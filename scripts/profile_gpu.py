@@ -108,8 +108,11 @@ def number(text):
 def read_launches(path):
     """The launches of one CSV from `ncu --page raw --csv` (a header row, a units row, one row per
     launch), as dicts of the kernel's name and its numeric metrics."""
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+    except csv.Error as e:  # a field past csv's limit, a NUL byte: not ncu's output
+        raise ValueError(f"{path}: not a CSV of ncu's raw page ({e})") from None
     start = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
     if start is None:
         raise ValueError(f"{path}: no 'Kernel Name' column: not a CSV of ncu's raw page")
@@ -193,6 +196,8 @@ def table(directory):
         launches = read_launches(path)
         if m:
             kind, d, n = m.group(1), int(m.group(2)), int(m.group(3))
+            if d <= 0 or n <= 0:
+                raise ValueError(f"{path}: head dim {d}, {n} tokens; expected both positive (the file name is d<dim>-n<tokens>)")
             if kind == "ours":
                 for causal, runs in split_rows(launches, OURS_FORMS, "flash_wgmma_kernel", path, True).items():
                     ours[(d, n, causal)] = [(wgmma_form(x["name"]), x) for x in runs]
@@ -262,6 +267,17 @@ def table(directory):
     return 0
 
 
+def positive_ints(text):
+    """argparse type: comma-separated integers >= 1, at least one."""
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers >= 1, comma separated") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected one or more integers >= 1, comma separated")
+    return values
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="verb", required=True)
@@ -270,8 +286,8 @@ def main():
     c.add_argument("--out", required=True, help="folder for the reports, CSVs and profile.md")
     c.add_argument("--ncu", default="ncu")
     c.add_argument("--python", default=sys.executable, help="interpreter for scripts/bench_sdpa.py (torch, fa3-fwd)")
-    c.add_argument("--tokens", default="4096,16384")
-    c.add_argument("--head-dims", default="128,64")
+    c.add_argument("--tokens", type=positive_ints, default="4096,16384")
+    c.add_argument("--head-dims", type=positive_ints, default="128,64")
     c.add_argument("--no-fa3", action="store_true", help="profile ours only")
     t = sub.add_parser("table", help="write DIR/profile.md from DIR/*.csv")
     t.add_argument("dir")
@@ -279,11 +295,13 @@ def main():
     try:
         if args.verb == "table":
             return table(args.dir)
-        args.tokens = [int(x) for x in args.tokens.split(",") if x.strip()]
-        args.head_dims = [int(x) for x in args.head_dims.split(",") if x.strip()]
         return collect(args)
     except (ValueError, RuntimeError, OSError) as e:
         print(f"profile_gpu: error: {e}", file=sys.stderr)
+        return 1
+    except KeyError as e:
+        print(f"profile_gpu: error: a launch in the CSVs lacks the metric {e.args[0]!r}; expected every metric `collect` asks ncu for",
+              file=sys.stderr)
         return 1
 
 

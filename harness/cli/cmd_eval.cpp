@@ -43,7 +43,7 @@ Action add_eval_command(CLI::App& app) {
   cmd->add_option("--tokens", o->tokens, "First N tokens (causal layers: the context length; default: all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--rows", o->rows, "Query rows: all, range:BEGIN:END or sample:COUNT:SEED")->capture_default_str();
   cmd->add_option("--kl-rows", o->kl_rows, "Sampled rows per head for KL and total variation (0 = none)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the KL row sample")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the KL row sample")->capture_default_str()->check(kSeed);
   cmd->add_option("--backend", o->backend, "emulate (the bit-faithful emulator on this CPU) or gpu (the GPU kernels; no P rows, so no KL)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");

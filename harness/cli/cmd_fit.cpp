@@ -13,7 +13,7 @@ Action add_fit_command(CLI::App& app) {
   cmd->add_option("--from", o->start, "The recipe the search starts from (default: the files' 'recipe' attribute)");
   cmd->add_option("--output,-o", o->output, "Report folder to write")->required();
   cmd->add_option("--rows", o->rows, "Query rows sampled per layer and context (0 = every row the files hold)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the row sample")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the row sample")->capture_default_str()->check(kSeed);
   cmd->add_option("--budget", o->budget_s, "Time budget in seconds (the best so far is reported when it runs out)")->capture_default_str();
   cmd->add_option("--min-gain", o->min_gain_db, "Take a move only if it brings the recipe more than this many dB nearer")->capture_default_str();
   cmd->add_option("--top", o->top, "Recipes listed in the ranking")->capture_default_str();

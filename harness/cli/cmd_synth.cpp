@@ -39,7 +39,7 @@ Action add_synth_command(CLI::App& app) {
   cmd->add_option("--tokens", s.tokens, "Tokens (up to 131072)")->capture_default_str();
   cmd->add_option("--dim", s.dim, "Head dim (even)")->capture_default_str();
   cmd->add_option("--layers", s.layers, "Layers, each with its own seed stream")->capture_default_str();
-  cmd->add_option("--seed", s.seed, "Seed")->capture_default_str();
+  cmd->add_option("--seed", s.seed, "Seed")->capture_default_str()->check(kSeed);
   cmd->add_option("--locality", s.locality, "Token-to-token correlation of the content signal [0, 1)")->capture_default_str();
   cmd->add_option("--q-std", s.q_std, "Query scale (sharpens attention)")->capture_default_str();
   cmd->add_option("--rope-base", s.rope_base, "RoPE base (0 = no RoPE)")->capture_default_str();

@@ -1,17 +1,28 @@
 // qattn: the accuracy laboratory's single command-line entry point.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <map>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "harness/cli/commands.hpp"
+#include "harness/experiment/report_io.hpp"
 #include "harness/io/dataset_file.hpp"
 #include "harness/parallel/ranks.hpp"
 
 int main(int argc, char** argv) {
   const qattn::ranks::Session ranks(&argc, &argv);  // MPI, when mpirun or srun started this process
+  // The installed package's launcher (`qattn` from pip: python/qattn/_cli.py) names the interpreter
+  // that draws figures and the scripts it carries, which the build's paths no longer reach.
+  if (argc >= 4 && std::string(argv[1]) == "--installed-figures") {
+    qattn::report::set_figure_tools(argv[2], argv[3]);
+    argv[3] = argv[0];
+    argv += 3;
+    argc -= 3;
+  }
   CLI::App app{"qattn: an accuracy laboratory for quantized flash attention"};
   app.set_version_flag("--version", std::string("qattn ") + QATTN_VERSION + " (build " + QATTN_CLI_BUILD_TYPE + ", GPU kernels: " +
                                         (std::string(QATTN_GPU_NAME) == "NONE" ? "none" : QATTN_GPU_NAME) + ")");
@@ -34,16 +45,15 @@ int main(int argc, char** argv) {
   add(qattn::cli::add_bench_command);
   // A mistyped command: name it and the one meant, not only "A subcommand is required".
   if (argc >= 2 && argv[1][0] != '-') {
-    std::string known, close;
-    bool found = false;
+    std::string known;
+    std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) {
-      found = found || sub->get_name() == argv[1];
+      names.push_back(sub->get_name());
       known += (known.empty() ? "" : ", ") + sub->get_name();
-      if (close.empty() && qattn::cli::edit_distance(argv[1], sub->get_name()) <= 2) close = sub->get_name();
     }
-    if (!found) {
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
       std::fprintf(stderr, "qattn: error: unknown command '%s'%s; expected one of %s (qattn --help)\n", argv[1],
-                   close.empty() ? "" : ("; did you mean '" + close + "'?").c_str(), known.c_str());
+                   qattn::did_you_mean(argv[1], names).c_str(), known.c_str());
       return 2;
     }
   }

@@ -23,8 +23,16 @@ bool gpu_built() {
 #endif
 }
 
-void require_gpu(const std::string& where) {
+void require_gpu(const std::string& where, bool device) {
   if (!gpu_built()) throw std::invalid_argument(where + ": " + kNoGpu);
+#if defined(QATTN_WITH_GPU)
+  // Asked once, before any work: a machine without a driver otherwise fails at the first cudaMalloc.
+  if (device) {
+    if (const std::string why = gpu::unusable_reason(); !why.empty()) throw std::invalid_argument(where + ": " + why);
+  }
+#else
+  (void)device;
+#endif
 }
 
 Backend parse(const std::string& name, const std::string& where) {

@@ -15,8 +15,9 @@ enum class Backend { emulate, gpu };
 
 // True when the build holds GPU kernels (configured with -DQATTN_GPU=CUDA or HIP).
 bool gpu_built();
-// Throws "`where`: this qattn was built without GPU kernels; ..." in a build without them.
-void require_gpu(const std::string& where);
+// Throws "`where`: this qattn was built without GPU kernels; ..." in a build without them, and, with
+// `device`, "`where`: no usable GPU or GPU driver on this machine (...)" where none can be used.
+void require_gpu(const std::string& where, bool device = true);
 // "emulate" or "gpu"; anything else, or "gpu" in a build without GPU kernels, is refused with an
 // error that starts with `where` (the option or key that named it).
 Backend parse(const std::string& name, const std::string& where);

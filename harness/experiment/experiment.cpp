@@ -1,5 +1,7 @@
 #include "harness/experiment/experiment.hpp"
 
+#include "harness/io/text.hpp"
+
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -31,7 +33,7 @@ void only_keys(const Experiment& e, const json& j, const std::string& where, con
     if (!allowed.count(k)) {
       std::string known;
       for (const auto& a : allowed) known += (known.empty() ? "" : ", ") + a;
-      bad(e, where.empty() ? k : where + "." + k, "unknown key; expected one of: " + known);
+      bad(e, where.empty() ? k : where + "." + k, "unknown key" + did_you_mean(k, allowed) + "; expected one of: " + known);
     }
   }
 }

@@ -44,6 +44,7 @@ struct FitUnit {
 struct Evaluation {
   double kernel_vs_recipe_db = -INFINITY, recipe_vs_float64_db = -INFINITY;
   std::string failed;  // why the recipe has no output to compare here
+  bool invalid = false;  // failed because the recipe does not apply to this input (a group size that does not divide d, say)
 };
 
 double rule_margin(const Evaluation& e) { return e.kernel_vs_recipe_db - e.recipe_vs_float64_db; }
@@ -89,6 +90,47 @@ std::string start_line(const FitOptions& o, const std::vector<OutputsFile>& file
 }
 
 
+// One row of an earlier fit's candidates.jsonl, checked as hostile input: a distance that is not a
+// number or an infinity would be printed as the best (a NaN never is).
+std::pair<std::string, Evaluation> cached_evaluation(const json& c, const std::string& where) {
+  const auto bad = [&](const std::string& key, const std::string& expected) {
+    return std::invalid_argument(where + ": key '" + key + "': " + (c.contains(key) ? c[key].dump() : std::string("absent")) + "; expected " + expected +
+                                 " (the log was changed outside qattn: use --force to start the fit again)");
+  };
+  if (!c.contains("line") || !c["line"].is_string()) throw bad("line", "the recipe's line as a string");
+  Evaluation e;
+  for (const char* key : {"kernel_vs_recipe_db", "recipe_vs_float64_db"}) {
+    const json& v = c.contains(key) ? c[key] : json();
+    const bool ok = (v.is_number() && std::isfinite(v.get<double>())) || v == "inf" || v == "-inf";
+    if (!ok) throw bad(key, "a finite number of dB, \"inf\" or \"-inf\"");
+    (std::string(key) == "kernel_vs_recipe_db" ? e.kernel_vs_recipe_db : e.recipe_vs_float64_db) = as_double(v);
+  }
+  if (c.contains("failed") && !c["failed"].is_string()) throw bad("failed", "the reason as a string");
+  if (c.contains("invalid") && !c["invalid"].is_boolean()) throw bad("invalid", "true or false");
+  e.failed = c.value("failed", "");
+  e.invalid = c.value("invalid", false);
+  return {c["line"].get<std::string>(), e};
+}
+
+// A fit finds one kernel's recipe: the files must hold one kernel's outputs, each (layer, context) once.
+void check_one_kernel(const std::vector<OutputsFile>& files, int n_tokens) {
+  std::map<std::pair<std::string, int>, std::string> seen;
+  for (const OutputsFile& f : files) {
+    if (f.kernel != files.front().kernel) {
+      throw std::invalid_argument("fit: " + f.path + " holds kernel '" + f.kernel + "' and " + files.front().path + " kernel '" + files.front().kernel +
+                                  "'; expected the outputs of one kernel (fit each kernel on its own)");
+    }
+    for (const LayerOutputs& l : f.layers) {
+      const int context = l.context > 0 ? l.context : n_tokens;
+      const auto [it, fresh] = seen.emplace(std::make_pair(l.layer, context), f.path);
+      if (!fresh) {
+        throw std::invalid_argument("fit: " + f.path + ": layer " + l.layer + " context " + std::to_string(context) + " is given twice (also in " +
+                                    it->second + "); expected each (layer, context) once");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 FitResult fit_recipe(const FitOptions& opt) {
@@ -97,6 +139,7 @@ FitResult fit_recipe(const FitOptions& opt) {
   check_options(opt);
   const DatasetInfo info = open_dataset(opt.dataset);
   const std::vector<OutputsFile> files = read_outputs_of_dump(info, opt.dataset, opt.outputs);
+  check_one_kernel(files, info.n_tokens);
   const std::string first_line = start_line(opt, files);
   Recipe start;
   try {
@@ -157,12 +200,10 @@ FitResult fit_recipe(const FitOptions& opt) {
         throw std::invalid_argument(dir.string() + ": a fit of other units (" + k + " changed) or another report; --resume would mix them: use --force or another output");
       }
     }
-    for (const json& c : read_log(dir / "candidates.jsonl")) {
-      Evaluation e;
-      e.kernel_vs_recipe_db = as_double(c.at("kernel_vs_recipe_db"));
-      e.recipe_vs_float64_db = as_double(c.at("recipe_vs_float64_db"));
-      e.failed = c.value("failed", "");
-      cache[c.at("line").get<std::string>()] = e;
+    const std::vector<json> rows = read_log(dir / "candidates.jsonl");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto [line, e] = cached_evaluation(rows[i], (dir / "candidates.jsonl").string() + ": line " + std::to_string(i + 1));
+      cache[line] = e;
     }
   }
   write_atomic(dir / "config.json", config.dump(2) + "\n");
@@ -186,11 +227,18 @@ FitResult fit_recipe(const FitOptions& opt) {
     } catch (const NumericFailure& f) {
       e = Evaluation{};
       e.failed = f.what();
+    } catch (const std::invalid_argument& f) {
+      // A move the search made itself that this input cannot take (a group of 32 on head dim 80):
+      // skipped and counted, never the end of the search.
+      e = Evaluation{};
+      e.failed = f.what();
+      e.invalid = true;
     }
     ++result.evaluated;
     cache[line] = e;
     json row = {{"line", line}, {"kernel_vs_recipe_db", num(e.kernel_vs_recipe_db)}, {"recipe_vs_float64_db", num(e.recipe_vs_float64_db)}};
     if (!e.failed.empty()) row["failed"] = e.failed;
+    if (e.invalid) row["invalid"] = true;
     append_durable(dir / "candidates.jsonl", row.dump() + "\n");
     return e;
   };
@@ -303,13 +351,20 @@ FitResult fit_recipe(const FitOptions& opt) {
     result.ranked.push_back({k == knob_of.end() ? "(an earlier run)" : k->second, line, e.kernel_vs_recipe_db, e.recipe_vs_float64_db});
   }
   result.seconds = elapsed();
+  for (const auto& [line, e] : cache) {
+    if (!e.invalid) continue;
+    ++result.skipped;
+    if (result.skipped_why.size() < 5 && std::find(result.skipped_why.begin(), result.skipped_why.end(), e.failed) == result.skipped_why.end())
+      result.skipped_why.push_back(e.failed);
+  }
 
   // The report: fit.json (the path, the ranking, the verdict) and summary.md.
   const auto step_json = [](const FitStep& s) {
     return json{{"knob", s.knob}, {"line", s.line}, {"kernel_vs_recipe_db", num(s.kernel_vs_recipe_db)}, {"recipe_vs_float64_db", num(s.recipe_vs_float64_db)}};
   };
   json out = {{"best", result.path.back().line}, {"meets_rule", result.meets_rule}, {"rule_db", kFitRuleDb}, {"evaluated", result.evaluated},
-              {"budget_spent", result.budget_spent}, {"seconds", result.seconds}, {"path", json::array()}, {"ranked", json::array()}};
+              {"budget_spent", result.budget_spent}, {"seconds", result.seconds}, {"skipped", result.skipped}, {"skipped_why", result.skipped_why},
+              {"path", json::array()}, {"ranked", json::array()}};
   for (const FitStep& s : result.path) out["path"].push_back(step_json(s));
   for (const FitStep& s : result.ranked) out["ranked"].push_back(step_json(s));
   write_atomic(dir / "fit.json", out.dump(2) + "\n");
@@ -335,6 +390,10 @@ FitResult fit_recipe(const FitOptions& opt) {
   }
   md += fmt::format("\n{} recipes emulated in {:.0f} s{}.\n", result.evaluated, result.seconds,
                     result.budget_spent ? " (the time budget ran out: the search stopped early; --resume continues it)" : "");
+  if (result.skipped > 0) {
+    md += fmt::format("\n{} recipes the search made do not apply to this input and were skipped; why:\n\n", result.skipped);
+    for (const std::string& why : result.skipped_why) md += "- " + md_text(why) + "\n";
+  }
   write_atomic(dir / "summary.md", md);
   if (!opt.quiet) fmt::print("{}\nreport: {} (summary.md, fit.json, candidates.jsonl, config.json)\n", md, dir.string());
   return result;

@@ -46,6 +46,8 @@ struct FitResult {
   int evaluated = 0;                  // recipes emulated in this call (cached ones from a resumed report not counted)
   bool budget_spent = false;
   double seconds = 0;
+  int skipped = 0;                    // recipes the search made that do not apply to this input (skipped, counted)
+  std::vector<std::string> skipped_why;  // the distinct reasons, first few
 };
 
 // Checks everything (files, dump, start recipe, options) before any work. Throws

@@ -76,8 +76,17 @@ std::vector<json> read_log(const fs::path& file) {
   const std::size_t keep = end == std::string::npos ? 0 : end + 1;
   if (keep != all.size()) fs::resize_file(file, keep);
   std::istringstream lines(all.substr(0, keep));
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty()) rows.push_back(json::parse(line));
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    if (line.empty()) continue;
+    json row = json::parse(line, nullptr, false);
+    if (row.is_discarded() || !row.is_object()) {
+      throw std::invalid_argument(file.string() + ": line " + std::to_string(number) + ": not a JSON object; expected one report row a line "
+                                  "(the log was changed by hand or by another program: use --force to write the report again)");
+    }
+    rows.push_back(std::move(row));
+  }
   return rows;
 }
 

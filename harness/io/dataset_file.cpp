@@ -204,7 +204,12 @@ void touch_tensors(const std::string& path, const DatasetInfo& info) {
 }  // namespace
 
 DatasetInfo open_dataset(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw DatasetError(path + ": no such file");
+  if (!std::filesystem::exists(path)) {
+    std::error_code ec;
+    const std::string cwd = std::filesystem::current_path(ec).string();
+    throw DatasetError(path + ": no such file" +
+                       (std::filesystem::path(path).is_relative() && !ec ? " (a relative path, read from the current folder " + cwd + ")" : std::string()));
+  }
   if (!std::filesystem::is_regular_file(path)) throw DatasetError(path + ": not a regular file; expected an HDF5 file of schema qattn-dump/1");
   if (::access(path.c_str(), R_OK) != 0) throw DatasetError(path + ": cannot read it (" + std::strerror(errno) + ")");
   read_first_in_child(path, [&] { touch_tensors(path, read_structure(path)); }, "qattn-dump/1");
@@ -290,6 +295,19 @@ LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const S
   const int tokens = req.tokens == 0 ? l.tokens : req.tokens;
   if (tokens < 0 || tokens > l.tokens) {
     fail(info.path, path, "asked for the first " + std::to_string(req.tokens) + " tokens; the layer has " + std::to_string(l.tokens));
+  }
+  // Q, K and V together, checked before anything is built (the head lists of a file declaring 2^30
+  // heads are gigabytes themselves): one error naming the file, not a read of Q before K's refusal.
+  const std::uint64_t nq = req.heads.empty() ? static_cast<std::uint64_t>(l.q_heads) : req.heads.size();
+  const std::uint64_t nkv = req.heads.empty() ? static_cast<std::uint64_t>(l.kv_heads) : req.heads.size();
+  try {
+    const std::uint64_t per_head = checked_product(path, {4, static_cast<std::uint64_t>(tokens), static_cast<std::uint64_t>(l.dim)});
+    const std::uint64_t heads = checked_sum(path, {nq, nkv, nkv});
+    require_memory(info.path + ": " + path + " (q, k and v: " + std::to_string(nq) + " + 2 x " + std::to_string(nkv) + " heads of " +
+                       std::to_string(tokens) + " x " + std::to_string(l.dim) + ") as float32",
+                   checked_sum(path, {checked_product(path, {per_head, heads}), checked_product(path, {8, heads})}));
+  } catch (const std::invalid_argument& e) {
+    throw DatasetError(e.what());
   }
   LayerSlice out;
   const int group = l.q_heads / l.kv_heads;

@@ -3,10 +3,12 @@
 #include <charconv>
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
 
+#include "harness/io/text.hpp"
 #include "kernels/numerics/accumulator.hpp"
 #include "kernels/formats/registry.hpp"
 
@@ -46,6 +48,8 @@ double parse_number(const std::string& s, const std::string& what) {
   double v = 0;
   try {
     v = std::stod(s, &used);
+  } catch (const std::out_of_range&) {
+    bad(what, "'" + s + "' is outside the range of a double (about 2.2e-308 to 1.8e308 in magnitude); expected a number within it");
   } catch (const std::exception&) {
     used = 0;
   }
@@ -56,7 +60,8 @@ double parse_number(const std::string& s, const std::string& what) {
 
 int parse_int(const std::string& s, const std::string& what) {
   const double v = parse_number(s, what);
-  if (v != std::floor(v) || std::fabs(v) > 1e9) bad(what, "'" + s + "' is not an integer");
+  if (v != std::floor(v)) bad(what, "'" + s + "' is not an integer");
+  if (std::fabs(v) > 1e9) bad(what, "'" + s + "' is outside -1e9..1e9; expected an integer within it");
   return static_cast<int>(v);
 }
 
@@ -251,11 +256,13 @@ bool key_applies(const Recipe& r, const Key& k) { return k.applies == nullptr ||
 
 void set_key(Recipe& r, const std::string& key, const std::string& value, const std::string& what) {
   std::string known;
+  std::vector<std::string> names;
   for (const Key& k : kKeys) {
     if (key == k.name) return k.set(r, value, what);
     known += (known.empty() ? "" : ", ") + std::string(k.name);
+    names.emplace_back(k.name);
   }
-  bad(what, "unknown key '" + key + "'; expected one of: " + known);
+  bad(what, "unknown key '" + key + "'" + did_you_mean(key, names) + "; expected one of: " + known);
 }
 
 }  // namespace
@@ -293,10 +300,12 @@ static OperandQuant parse_operand(const std::string& s, const std::string& what)
     bad(what, "'" + s + "': an integer format needs a granularity or a static scale, e.g. " + parts[0] + "/token");
   }
   bool have_rule = false;
+  std::set<std::string> given;  // a modifier given twice would silently take the last value
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::string& p = parts[i];
     const auto colon = p.find(':');
     const std::string head = p.substr(0, colon), arg = colon == std::string::npos ? "" : p.substr(colon + 1);
+    if (!given.insert(head).second) bad(what, "'" + s + "': /" + head + " given twice; expected each modifier once");
     if (head == "static") {
       if (have_rule) bad(what, "'" + s + "': give one granularity or one static scale");
       o.spec.rule = ScaleRule::static_multiplier;
@@ -330,6 +339,14 @@ static OperandQuant parse_operand(const std::string& s, const std::string& what)
       o.spec.quotient_format = arg.empty() ? FormatId::fp32 : parse_format(arg, what + " div");
     } else {
       if (have_rule) bad(what, "'" + s + "': give one granularity or one static scale");
+      std::vector<std::string> words;  // the granularities, then the modifiers: what may follow a '/'
+      for (int g = 0; g <= static_cast<int>(Granularity::thread); ++g) words.emplace_back(name_of(static_cast<Granularity>(g)));
+      if (std::find(words.begin(), words.end(), head) == words.end()) {
+        for (const char* m : {"static", "scale", "div", "amax", "round", "eps", "codes", "max"}) words.emplace_back(m);
+        std::string known;
+        for (const std::string& w : words) known += (known.empty() ? "" : ", ") + w;
+        bad(what, "'" + s + "': unknown granularity or modifier '" + head + "'" + did_you_mean(head, words) + "; expected one of: " + known);
+      }
       o.spec.granularity = parse_granularity(head, what);
       if (o.spec.granularity == Granularity::block || o.spec.granularity == Granularity::group) {
         if (arg.empty()) bad(what, "'" + s + "': " + head + " needs a size, e.g. " + head + ":32");
@@ -444,6 +461,10 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& where) {
   Recipe r;
   if (j.contains("preset")) {
     if (!j["preset"].is_string()) bad(where + ": key 'preset'", "expected a preset name");
+    const std::string name = j["preset"].get<std::string>();
+    if (name.find_first_of(" \t\n\r=") != std::string::npos) {
+      bad(where + ": key 'preset'", "'" + name + "': expected one preset's name; the other keys go beside it in the JSON object");
+    }
     r = recipe_from_string("preset=" + j["preset"].get<std::string>());
   }
   for (const auto& [key, value] : j.items()) {

@@ -112,6 +112,10 @@ std::optional<SpecProblem> spec_problem(const QuantSpec& s) {
   if (s.codes_fp32 && s.divide) {
     return problem("codes", "codes:fp32 multiplies by the fp32 scale's reciprocal; /div divides by the stored scale: give one of them");
   }
+  if (s.codes_fp32 && s.scale_format == FormatId::fp32) {
+    return problem("codes", "codes:fp32 takes the codes from the fp32 scale before it is rounded to the stored scale format; the scale is "
+                            "stored in fp32, so it changes nothing: give /scale:FORMAT (fp16, bf16, e8m0, ...) or drop /codes:fp32");
+  }
   if (sf.kind == Kind::integer) {
     return problem("scale_format", std::string("'") + name_of(s.scale_format) + "' is an integer format; scales are stored in a float format (fp32, fp16, bf16, e8m0, e4m3, ...)");
   }

@@ -1,6 +1,8 @@
 """qattn.score: run any attention function on a dump's tensors and score it as `qattn score` does."""
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import sys
@@ -12,9 +14,17 @@ import numpy as np
 from . import _core
 
 
+# The element types a function may be handed: floating point only (an integer dtype would hand the
+# kernel truncated Q/K/V, and the lab scores attention on real-valued inputs).
+_NUMPY_DTYPES = ("float16", "float32", "float64")
+_TORCH_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
 def _to_numpy(out: Any, where: str) -> np.ndarray:
     """The function's output as a float32 NumPy array, without any reshaping or broadcasting."""
     if hasattr(out, "detach"):  # torch: to the host, as float32 (fp16/bf16 values are exact in float32)
+        if not out.dtype.is_floating_point or out.dtype.is_complex:
+            raise ValueError(f"{where}: the function returned a torch tensor of dtype {out.dtype}; expected a floating-point tensor")
         out = out.detach().float().cpu().numpy()
     arr = np.asarray(out)
     if arr.dtype.kind != "f":
@@ -24,43 +34,109 @@ def _to_numpy(out: Any, where: str) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
-def _inputs(d: dict, tensor: str, device: Optional[str], dtype: Optional[str], layout: str):
+def _check_inputs_options(tensor: Any, device: Any, dtype: Any, layout: Any) -> None:
+    """tensor, device, dtype and layout checked before any work, each with one clear error."""
+    if tensor not in ("numpy", "torch"):
+        raise ValueError(f"tensor={tensor!r}; expected 'numpy' or 'torch'")
     if layout not in ("HND", "BHND"):
         raise ValueError(f"layout={layout!r}; expected 'HND' ([H, N, d]) or 'BHND' ([1, H, N, d])")
+    if device is not None and tensor != "torch":
+        raise ValueError("device is only for tensor='torch'")
+    if device is not None and not isinstance(device, str):
+        raise ValueError(f"device={device!r}; expected a torch device name such as 'cuda' or 'cpu'")
+    allowed = _TORCH_DTYPES if tensor == "torch" else _NUMPY_DTYPES
+    if dtype is not None and dtype not in allowed:
+        raise ValueError(f"dtype={dtype!r}; expected one of {', '.join(allowed)} for tensor={tensor!r} (or None: float32)")
+
+
+def _inputs(d: dict, tensor: str, device: Optional[str], dtype: Optional[str], layout: str):
     q, k, v = d["q"], d["k"], d["v"]
     if tensor == "numpy":
-        if device is not None:
-            raise ValueError("device is only for tensor='torch'")
         if dtype is not None:
             q, k, v = (x.astype(dtype) for x in (q, k, v))
-    elif tensor == "torch":
+    else:
         import torch
 
         tdt = getattr(torch, dtype) if dtype else torch.float32
         q, k, v = (torch.from_numpy(x).to(device=device or "cpu", dtype=tdt) for x in (q, k, v))
-    else:
-        raise ValueError(f"tensor={tensor!r}; expected 'numpy' or 'torch'")
     if layout == "BHND":
         q, k, v = (x[None] for x in (q, k, v))
     return q, k, v
 
 
-def _outputs_match(path: str, kernel: str, recipe: str, dump: str, layers: Sequence[str], context: int, rows: Optional[np.ndarray]) -> bool:
-    """Whether an outputs file an interrupted call left holds what this call would write."""
+def _fn_identity(fn: Callable[..., Any]) -> str:
+    """Which function made a file: its module and qualified name, and a hash of its code, defaults
+    and bound arguments (two functions under one name differ here). Values a closure captures
+    are not part of it."""
+    target = fn
+    h = hashlib.sha256()
+    while isinstance(target, functools.partial):
+        h.update(repr((target.args, sorted(target.keywords.items()))).encode(errors="replace"))
+        target = target.func
+    name = f"{getattr(target, '__module__', None) or type(target).__module__}.{getattr(target, '__qualname__', None) or type(target).__qualname__}"
+    h.update(name.encode(errors="replace"))
+    code = getattr(target, "__code__", None) or getattr(getattr(target, "__call__", None), "__code__", None)
+    if code is not None:
+        for part in (code.co_code, repr(code.co_consts).encode(errors="replace"), repr(code.co_names).encode(errors="replace")):
+            h.update(part)
+    h.update(repr(getattr(target, "__defaults__", None)).encode(errors="replace"))
+    return f"{name} {h.hexdigest()[:16]}"
+
+
+def _file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# Written into every outputs file qattn.score makes: what made it. A resumed call reuses a file
+# only when every entry matches; `force` removes the files that carry it.
+_WRITER = "qattn.score"
+
+
+def _outputs_differ(path: str, kernel: str, recipe: str, identity: dict, layers: Sequence[str], context: int,
+                    rows: Optional[np.ndarray]) -> Optional[str]:
+    """None when an outputs file an earlier call left holds what this call would write, else what differs."""
     if not os.path.isfile(path):
-        return False
+        return "absent"
     try:
         f = _core.read_outputs(path)
     except ValueError:
-        return False  # torn or foreign: written again
-    if f["kernel"] != kernel or f["recipe"] != recipe or f["attrs"].get("dataset") != dump or sorted(l["layer"] for l in f["layers"]) != sorted(layers):
-        return False
+        return "torn or not an outputs file"
+    attrs = f["attrs"]
+    for key, value in identity.items():
+        if attrs.get(key) != value:
+            return f"made with {key} {attrs.get(key)!r}, now {value!r}"
+    if f["kernel"] != kernel:
+        return f"made by kernel {f['kernel']!r}, now {kernel!r}"
+    if f["recipe"] != recipe:
+        return f"made with recipe {f['recipe']!r}, now {recipe!r}"
+    if sorted(l["layer"] for l in f["layers"]) != sorted(layers):
+        return "of other layers"
     for l in f["layers"]:
         if l["context"] != context:
-            return False
+            return "of another context"
         if (rows is None) != (l["rows"] is None) or (rows is not None and not np.array_equal(rows, l["rows"])):
-            return False
-    return True
+            return "of other rows"
+    return None
+
+
+def _remove_own_outputs(folder: str) -> None:
+    """What `force` removes from outputs/: the files an earlier qattn.score wrote there, nothing else."""
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        return
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if not name.endswith(".h5") or os.path.islink(path) or not os.path.isfile(path):
+            continue
+        try:
+            mine = _core.read_outputs(path)["attrs"].get("written_by") == _WRITER
+        except ValueError:
+            mine = False
+        if mine:
+            os.remove(path)
 
 
 def score(
@@ -98,11 +174,50 @@ def score(
 
     The kernel's outputs are the costly part: each context's file is written into
     ``output/outputs/`` as soon as it is computed, and ``resume=True`` completes an interrupted
-    call without calling ``fn`` again for a context whose file is there and matches (same kernel,
-    recipe, layers, context and rows). ``force=True`` replaces the report (its outputs are written
-    again). Ctrl-C stops scoring between units. ``progress`` shows each kernel call and each scored
+    call without calling ``fn`` again for a context whose file is there and was made the same way:
+    the same kernel name and function (module, qualified name and code; values a closure captures
+    are not compared: name such kernels apart with ``kernel``), recipe, dump content (SHA-256),
+    layers, context, rows, ``tensor``, ``dtype``, ``layout`` and ``device``; any other file is
+    computed again, and stderr says why. ``force=True`` replaces the report and removes the outputs
+    files an earlier call wrote into ``output/outputs/`` (files of yours there stay). Ctrl-C stops scoring between units. ``progress`` shows each kernel call and each scored
     unit on stderr, with an ETA; ``quiet=False`` also prints the report's summary.
     """
+    rows_out, _ = _score(fn, dump, layers=layers, contexts=contexts, recipe=recipe, output=output, kernel=kernel, rows=rows, seed=seed,
+                         tensor=tensor, device=device, dtype=dtype, layout=layout, force=force, resume=resume, quiet=quiet, progress=progress)
+    return rows_out
+
+
+def _check_types(**named: Any) -> None:
+    """Each argument's type checked here, named as the caller wrote it (not as the binding calls it)."""
+    for name, (value, kinds, expected) in named.items():
+        if isinstance(value, bool) and bool not in kinds:  # True is an int to Python, never a count here
+            raise ValueError(f"{name}={value!r}; expected {expected}")
+        if not isinstance(value, kinds):
+            raise ValueError(f"{name}={value!r} ({type(value).__name__}); expected {expected}")
+
+
+def _check_seed(seed: Any) -> None:
+    _check_types(seed=(seed, (int, np.integer), "a non-negative integer"))
+    if not 0 <= int(seed) < 2**64:
+        raise ValueError(f"seed={seed}; expected an integer in 0..2^64-1")
+
+
+def _score(fn, dump, *, layers, contexts, recipe, output, kernel, rows, seed, tensor, device, dtype, layout, force, resume, quiet, progress):
+    """score's work; also returns the outputs files it scored (qattn.fit fits exactly those)."""
+    if not callable(fn):
+        raise ValueError(f"fn={fn!r}; expected an attention function fn(q, k, v, causal=, window=, softmax_scale=)")
+    _check_types(dump=(dump, (str, os.PathLike), "the path of a dump (qattn-dump/1)"),
+                 output=(output, (str, os.PathLike), "the path of a report folder"),
+                 kernel=(kernel, (str, type(None)), "the kernel's name as a string (or None: the function's name)"),
+                 force=(force, (bool,), "True or False"), resume=(resume, (bool,), "True or False"),
+                 quiet=(quiet, (bool,), "True or False"), progress=(progress, (bool,), "True or False"))
+    dump, output = os.fspath(dump), os.fspath(output)
+    _check_seed(seed)
+    if rows is not None:
+        _check_types(rows=(rows, (int, np.integer), "a positive number of query rows (or None: every row)"))
+        if rows <= 0:
+            raise ValueError(f"rows={rows}; expected a positive number of query rows (or None: every row)")
+    _check_inputs_options(tensor, device, dtype, layout)
     info = _core.open_dump(dump)
     names = [l["name"] for l in info["layers"]]
     if layers is not None and len(layers) == 0:
@@ -119,7 +234,7 @@ def score(
     if len(set(ctxs)) != len(ctxs):
         raise ValueError(f"contexts: {ctxs} names a context twice")
     for c in ctxs:
-        if not isinstance(c, (int, np.integer)) or c <= 0 or c > info["n_tokens"]:
+        if not isinstance(c, (int, np.integer)) or isinstance(c, bool) or c <= 0 or c > info["n_tokens"]:
             raise ValueError(f"contexts: {c!r}; expected token counts in 1..{info['n_tokens']} ({dump})")
     recipe_line = str(recipe) if recipe is not None else ""
     if recipe_line:
@@ -139,17 +254,26 @@ def score(
                              "a score report: choose another output")
     with _core.claim_report_folder(output, existing, "pass force=True to replace it or resume=True to complete it"):
         keep = os.path.join(output, "outputs")
+        if force:
+            _remove_own_outputs(keep)
         os.makedirs(keep, exist_ok=True)
+        # What made each outputs file: a resumed call reuses a file only if all of it matches.
+        identity = {"written_by": _WRITER, "dataset": dump, "dataset_sha256": _file_sha256(dump), "function": _fn_identity(fn),
+                    "tensor": tensor, "dtype": dtype or "float32", "layout": layout, "device": device or ("cpu" if tensor == "torch" else "numpy")}
         files = []
         calls, t0 = len(ctxs) * len(chosen), time.monotonic()
         done = 0
         for c in ctxs:
-            picked = _core.sample_rows(int(c), int(rows), seed) if rows is not None and rows < c else None
+            picked = _core.sample_rows(int(c), int(rows), int(seed)) if rows is not None and rows < c else None
             path = os.path.join(keep, f"{name.replace(os.sep, '_')}-ctx{c}.h5")
-            if resume and _outputs_match(path, name, recipe_line, dump, chosen, int(c), picked):
-                files.append(path)
-                calls -= len(chosen)
-                continue
+            if resume:
+                differs = _outputs_differ(path, name, recipe_line, identity, chosen, int(c), picked)
+                if differs is None:
+                    files.append(path)
+                    calls -= len(chosen)
+                    continue
+                if differs != "absent":
+                    print(f"score: {path}: {differs}: calling the function again", file=sys.stderr, flush=True)
             entries = []
             for lname in chosen:
                 d = _core.load_layer(dump, lname, tokens=int(c))
@@ -178,8 +302,8 @@ def score(
                 else:
                     entry["o"] = out
                 entries.append(entry)
-            _core.write_outputs(path, name, entries, recipe=recipe_line, dtype="fp32", attrs={"dataset": dump})
+            _core.write_outputs(path, name, entries, recipe=recipe_line, dtype="fp32", attrs=identity)
             files.append(path)
         _core.score_files(dump, files, output, recipe="", force=True, quiet=quiet, progress=progress)
     with open(os.path.join(output, "results.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line) for line in f if line.strip()], files

@@ -411,7 +411,7 @@ NB_MODULE(_core, m) {
   m.def("gpu_available", &backend::gpu_built, "Whether this build has the GPU kernels (configured with -DQATTN_GPU=CUDA or HIP).");
   m.def("gpu_not_covered", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
                               double softmax_scale, const nb::handle& rows) -> std::string {
-    backend::require_gpu("gpu_not_covered");
+    backend::require_gpu("gpu_not_covered", false);  // coverage is the host's question
     return backend::not_covered(backend::Backend::gpu, make_problem(q, k, v, causal, window, softmax_scale, rows), recipe_arg(recipe));
   }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
         "Why no GPU kernel covers the recipe on this problem ('' when one does).");
@@ -716,12 +716,14 @@ NB_MODULE(_core, m) {
     d["evaluated"] = r.evaluated;
     d["budget_spent"] = r.budget_spent;
     d["seconds"] = r.seconds;
+    d["skipped"] = r.skipped;
+    d["skipped_why"] = r.skipped_why;
     return d;
   }, "dump"_a, "outputs"_a, "output"_a, "start"_a = "", "rows"_a = 32, "seed"_a = 1, "budget"_a = 600.0, "min_gain"_a = 0.05, "top"_a = 10,
         "beam"_a = 3, "force"_a = false, "resume"_a = false, "quiet"_a = true,
         "What `qattn fit` does: the recipe nearest a kernel's outputs files on a dump, by a greedy search over single-knob moves. Returns "
-        "{'best', 'meets_rule', 'path' (the knobs that moved the distance), 'ranked', 'evaluated', 'budget_spent', 'seconds'}; an SQNR "
-        "of float('inf') means bit-equal.");
+        "{'best', 'meets_rule', 'path' (the knobs that moved the distance), 'ranked', 'evaluated', 'budget_spent', 'seconds', "
+        "'skipped' (recipes the search made that do not apply to the input), 'skipped_why'}; an SQNR of float('inf') means bit-equal.");
   // The report folder's habits for Python writers of reports (qattn.model_eval): one implementation.
   m.def("write_atomic", [](const std::string& path, const nb::bytes& data) {
     const std::string text(data.c_str(), data.size());

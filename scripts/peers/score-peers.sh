@@ -6,8 +6,17 @@
 # least 30 dB beyond the recipe's own error) holds. Reports go to OUT_DIR/scores/.
 # Usage: bash scripts/peers/score-peers.sh OUT_DIR DUMP [DUMP ...]   (QATTN: the qattn binary)
 set -euo pipefail
-out=${1:?usage: score-peers.sh OUT_DIR DUMP [DUMP ...]}
+if (($# < 2)); then
+  echo "usage: score-peers.sh OUT_DIR DUMP [DUMP ...]" >&2
+  exit 2
+fi
+out=$1
 shift
+[[ -d $out ]] || { echo "score-peers.sh: $out: no such folder; expected the folder of the peers' outputs" >&2; exit 1; }
+for dump in "$@"; do
+  [[ -f $dump ]] || { echo "score-peers.sh: $dump: no such file; expected a dump (qattn-dump/1)" >&2; exit 1; }
+done
+scored=0
 qattn=${QATTN:-build/harness/qattn}
 # Only a preset's name (or PRESET-decode) after "<dump>-": a dump named synth-d64 must not take
 # synth-d64-causal's outputs as a kernel called "causal-...".
@@ -30,9 +39,14 @@ for dump in "$@"; do
     else continue
     fi
     "$qattn" score "$dump" "$outputs" --recipe "preset=$preset$extra" --output "$out/scores/$name" --force --quiet > /dev/null
+    scored=$((scored + 1))
     # layer, kernel vs float64, recipe vs float64, kernel vs recipe, and its margin over the recipe's error
     awk -F'|' -v name="$stem" '$2 !~ /kernel|---/ && NF > 10 {
       printf "%-22s %-18s layer %-4s kernel %6.2f  recipe %6.2f  kernel-vs-recipe %6.2f  margin %6.2f %s\n", name, $2, $3, $7, $9, $10,
              $10 - $9, ($10 - $9 >= 30 ? "(rule met)" : "(short " sprintf("%.2f", 30 - ($10 - $9)) " dB)") }' "$out/scores/$name/summary.md"
   done
 done
+if ((scored == 0)); then
+  echo "score-peers.sh: no outputs of a preset's kernel (<dump>-<preset>.h5) in $out for the dumps given; nothing scored" >&2
+  exit 1
+fi

@@ -78,7 +78,9 @@ python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); i = b.fin
 check "eval non-UTF-8 attribute" 1 "utf8.h5: /: attribute 'model' = \"syn.xc0hetic\" is not valid UTF-8" -- "$qattn" eval --data "$tmp/utf8.h5" --layer 0 --recipe q=fp16 --json
 
 # The same for a kernel's outputs file (qattn score): byte 839 of the corpus's outputs-a.h5 (outputs
-# for tiny-a.h5 written by qattn.write_outputs) flipped crashes libhdf5 1.10.8 inside the read.
+# for tiny-a.h5 written by qattn.write_outputs) flipped crashes libhdf5 1.10.8 inside the read when
+# this script runs from a shell, and fails the read without a crash under ctest (seen on the same
+# binary; libhdf5 reads memory the corrupt metadata points at). Either way one error naming the file.
 python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[839] ^= 0xff; open(sys.argv[2], "wb").write(b)' "$corpus/outputs-a.h5" "$tmp/outputs.h5"
-check "score corrupt outputs" 1 "outputs.h5: corrupt HDF5 file" -- "$qattn" score "$corpus/tiny-a.h5" "$tmp/outputs.h5" --output "$tmp/score-report" --quiet
+check "score corrupt outputs" 1 "outputs.h5: (corrupt HDF5 file: the HDF5 library died|the HDF5 library cannot read part of it \(corrupt)" -- "$qattn" score "$corpus/tiny-a.h5" "$tmp/outputs.h5" --output "$tmp/score-report" --quiet
 exit $fail

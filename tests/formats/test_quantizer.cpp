@@ -286,6 +286,11 @@ TEST_CASE("a knob the spec's other choices would ignore is an error, not a no-op
   c.codes_fp32 = true;
   c.divide = true;
   CHECK(why(c).find("codes: codes:fp32 multiplies by the fp32 scale's reciprocal; /div divides by the stored scale") != std::string::npos);
+  QuantSpec nc = spec_of(FormatId::int8, Granularity::token);
+  nc.codes_fp32 = true;  // the scale stored in fp32 already: the codes would be the same
+  CHECK(why(nc).find("codes: codes:fp32 takes the codes from the fp32 scale before it is rounded to the stored scale format") != std::string::npos);
+  nc.scale_format = FormatId::fp16;
+  CHECK(why(nc).empty());
   QuantSpec m = spec_of(FormatId::int8, Granularity::token);
   m.scale_max = 0.5;  // int8 codes of a group whose absmax maps to 0.5: all 0 or +-1
   CHECK(why(m).find("max: max 0.5 (the value the absmax maps to); expected 1 <= max <= 127 (int8)") != std::string::npos);

@@ -178,7 +178,7 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("q=int9/token"), "recipe string: token 'q=int9/token': unknown format 'int9'; expected one of: fp32"));
   CHECK(has(parse_error("q=int8"), "'int8': an integer format needs a granularity or a static scale, e.g. int8/token"));
   CHECK(has(parse_error("q=int8/block k=int8/block:4"), "'int8/block': block needs a size, e.g. block:32"));
-  CHECK(has(parse_error("q=int8/row"), "unknown granularity 'row'"));
+  CHECK(has(parse_error("q=int8/row"), "unknown granularity or modifier 'row'; expected one of: tensor, head, token"));
   CHECK(has(parse_error("q=int8/token/amax:max k=int8/token"), "amax takes 'mul' (the scale as absmax x fp32(1/max)) or 'signed'"));
   CHECK(has(parse_error("q=int8/token/codes:fp16 k=int8/token"), "codes takes 'fp32'"));
   CHECK(has(parse_error("v=e4m3/channel/max:-1"), "'e4m3/channel/max:-1': max:-1; expected the positive value the absmax maps to"));
@@ -201,7 +201,7 @@ TEST_CASE("bad recipe text is one clear error naming the token or key", "[recipe
   CHECK(has(parse_error("v=e4m3/channel/max:0.001"), "recipe field 'v.max': max 0.001 (the value the absmax maps to); expected 0.015625 <= max <= 448"));
   CHECK(has(parse_error("q=int8/tensor/amax:signed k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"),
             "recipe field 'q': an integer softmax (qflash, shiftmax) needs int8 with a per-tensor or per-head dynamic absmax scale"));
-  CHECK(has(parse_error("qq=int8/token"), "unknown key 'qq'; expected one of: q, k, p, v"));
+  CHECK(has(parse_error("qq=int8/token"), "unknown key 'qq'; did you mean 'q'?; expected one of: q, k, p, v"));
   CHECK(has(parse_error("q=int8/token q=int8/tensor"), "key 'q' given twice"));
   CHECK(has(parse_error("acc.pv=mma(chunk=32,bits=3)"), "unknown mma key 'bits'"));
   CHECK(has(parse_error("acc.pv=fp64"), "'fp64': expected exact, fp32, fp16, fp16fma, h200_hmma, h200_hmma_tile, h200_e4m3_mma, h200_e4m3_wgmma, "

@@ -88,3 +88,31 @@ def test_table_checks_fa3_order(tmp_path):
     write(tmp_path / "fa3-d64-n4096.csv", fa3)
     with pytest.raises(ValueError, match="fp8"):
         profile_gpu.table(str(tmp_path))
+
+
+def table_cli(directory):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "profile_gpu.py"), "table", str(directory)], capture_output=True, text=True)
+
+
+def test_table_errors_are_one_line_not_a_traceback(tmp_path):
+    # A row of zero tokens (a file named n0) would divide by zero.
+    (tmp_path / "zero").mkdir()
+    write(tmp_path / "zero" / "ours-d64-n0.csv", ours_launches([1_000_000] * 6))
+    # A field past csv's limit (128 KiB) is not ncu's output.
+    (tmp_path / "huge").mkdir()
+    with open(tmp_path / "huge" / "ours-d64-n64.csv", "w") as f:
+        f.write(",".join(COLUMNS) + "\n" + "1," + "x" * (1 << 18) + "\n")
+    # A launch without a metric the table reads.
+    (tmp_path / "metric").mkdir()
+    with open(tmp_path / "metric" / "decode.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["ID", "Kernel Name"])
+        for i in range(len(profile_gpu.DECODE_V)):  # one run per V format, distinct names
+            w.writerow([i, f"void qattn::gpu::decode_fast_split_kernel<{i}>(Params)"])
+    for case, message in (("zero", "ours-d64-n0.csv: head dim 64, 0 tokens; expected both positive"),
+                          ("huge", "ours-d64-n64.csv: not a CSV of ncu's raw page"),
+                          ("metric", "lacks the metric")):
+        p = table_cli(tmp_path / case)
+        assert p.returncode == 1 and message in p.stderr and "Traceback" not in p.stderr, (case, p.stderr)

@@ -12,16 +12,19 @@ import time
 
 import qattn
 
+# The interrupted call and its resumption run this same code (a resumed call reuses only outputs
+# that the same function made), the second with resume and no pause; it prints the contexts it computed.
 CHILD = textwrap.dedent("""
-    import sys, time, qattn
-    dump, out, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    import json, sys, time, qattn
+    dump, out, pause, resume = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:] == ["resume"]
     calls = []
     def kernel(q, k, v, **kw):
         calls.append(q.shape[1])
         if len(calls) > 1:
             time.sleep(pause)  # the first context is written, then the process is stopped
         return qattn.reference(q, k, v, causal=kw["causal"], window=kw["window"], softmax_scale=kw["softmax_scale"])["out"]
-    qattn.score(kernel, dump, layers=%s, contexts=%s, recipe="q=int8/token k=int8/token", output=out)
+    qattn.score(kernel, dump, layers=%s, contexts=%s, recipe="q=int8/token k=int8/token", output=out, resume=resume)
+    print(json.dumps(calls))
 """)
 
 
@@ -56,9 +59,10 @@ def test_sigterm_keeps_outputs_and_resume_completes(dump, tmp_path):
     assert os.listdir(env["TMPDIR"]) == [], "outputs stranded in the temporary folder"
     assert sorted(os.listdir(os.path.join(out, "outputs"))) == ["kernel-ctx64.h5"]
 
-    kernel.calls = []
-    rows = qattn.score(kernel, dump, layers=[0], contexts=[64, 128, 192], recipe="q=int8/token k=int8/token", output=out, resume=True)
-    assert kernel.calls == [128, 192], kernel.calls  # the kept context is not computed again
+    r = subprocess.run([sys.executable, "-c", CHILD % ("[0]", "[64, 128, 192]"), dump, out, "0", "resume"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.splitlines()[-1]) == [128, 192], r.stdout  # the kept context is not computed again
+    rows = [json.loads(line) for line in open(os.path.join(out, "results.jsonl"))]
     kernel.calls = []
     whole = qattn.score(kernel, dump, layers=[0], contexts=[64, 128, 192], recipe="q=int8/token k=int8/token", output=str(tmp_path / "whole"))
     assert metrics(rows) == metrics(whole) and len(rows) == 3 * 9
