@@ -5,7 +5,7 @@ import os
 from typing import Any, Callable, Optional, Sequence, Union
 
 from . import _core
-from ._score import _check_seed, _check_types, _score
+from ._score import _check_count, _check_seed, _check_types, _score
 
 
 def fit(
@@ -55,10 +55,14 @@ def fit(
                  force=(force, (bool,), "True or False"), resume=(resume, (bool,), "True or False"), quiet=(quiet, (bool,), "True or False"),
                  name=(name, (str, type(None)), "the kernel's name (or None: the function's name)"))
     _check_seed(seed)
+    # Past an int the binding would refuse them with its own name; in range, the fit's checks name them.
+    _check_count("rows", rows, -2**31, 2**31 - 1, "a number of query rows >= 0 (0: every row)")
+    _check_count("top", top, -2**31, 2**31 - 1, "a count >= 1")
+    _check_count("beam", beam, -2**31, 2**31 - 1, "a count in 1..64")
     dump, output = os.fspath(dump), os.fspath(output)
     if callable(kernel):
         if force and resume:
-            raise ValueError("force and resume exclude each other (replace the report, or complete it)")
+            raise ValueError("force=True and resume=True exclude each other (replace the report, or complete it)")
         existing = "replace" if force else "resume" if resume else "refuse"
         with _core.claim_report_folder(output, existing, "pass force=True to replace it or resume=True to complete it"):
             outputs_dir = os.path.join(output, "kernel")

@@ -196,6 +196,12 @@ def _check_types(**named: Any) -> None:
             raise ValueError(f"{name}={value!r} ({type(value).__name__}); expected {expected}")
 
 
+def _check_count(name: str, value: int, low: int, high: int, expected: str) -> None:
+    """An integer argument the C++ library takes as an int, checked in range before the binding sees it."""
+    if not low <= int(value) <= high:
+        raise ValueError(f"{name}={value}; expected {expected}")
+
+
 def _check_seed(seed: Any) -> None:
     _check_types(seed=(seed, (int, np.integer), "a non-negative integer"))
     if not 0 <= int(seed) < 2**64:
@@ -241,7 +247,7 @@ def _score(fn, dump, *, layers, contexts, recipe, output, kernel, rows, seed, te
         recipe_line = str(_core.Recipe(recipe_line))  # validated before any work
     name = kernel or getattr(fn, "__name__", "kernel")
     if force and resume:
-        raise ValueError("force and resume exclude each other (replace the report, or complete it)")
+        raise ValueError("force=True and resume=True exclude each other (replace the report, or complete it)")
     existing = "replace" if force else "resume" if resume else "refuse"
     config = os.path.join(output, "config.json")
     if resume and os.path.isfile(config):

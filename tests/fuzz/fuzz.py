@@ -90,7 +90,7 @@ import random
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-import surfaces  # noqa: E402 - the targets py, names and race
+import surfaces  # noqa: E402 - the targets py, names, race and fit
 
 CRASH_MARKERS = ["terminate called", "Segmentation", "AddressSanitizer", "runtime error:", "LeakSanitizer",
                  "UndefinedBehaviorSanitizer", "stack-overflow", "double free", "free(): ", "malloc(): ",
@@ -957,6 +957,8 @@ def gen_case(corpus, rng, target, i):
         return surfaces.gen_names(rng, c, corpus, jload, jdump)
     if target == "race":
         return surfaces.gen_race(rng, c, corpus)
+    if target == "fit":
+        return surfaces.gen_fit(rng, c, corpus)
     if target == "recipe":
         line = rng.choice(corpus.recipes)
         if rng.random() < 0.1:
@@ -1695,8 +1697,8 @@ def main():
     ap.add_argument("--jobs", "-j", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=20.0)
     ap.add_argument("--mem-mb", type=int, default=4096, help="RLIMIT_AS of each child (0 = none)")
-    ap.add_argument("--targets", default="exp,bounds,recipe,h5,py,names,race")
-    ap.add_argument("--weights", default="exp:0.2,bounds:0.1,recipe:0.25,h5:0.15,py:0.22,names:0.04,race:0.04")
+    ap.add_argument("--targets", default="exp,bounds,recipe,h5,py,names,race,fit")
+    ap.add_argument("--weights", default="exp:0.2,bounds:0.1,recipe:0.25,h5:0.15,py:0.2,names:0.04,race:0.04,fit:0.04")
     ap.add_argument("--python", default=os.path.join(REPO, ".venv", "bin", "python"),
                     help="the Python with numpy for the py target (qattn from EXE's build: BUILD/python)")
     ap.add_argument("--python-preload", default="",

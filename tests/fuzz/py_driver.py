@@ -13,6 +13,7 @@ value) handed back, 'WRITER-READER <msg>' for a file a writer wrote and its read
 """
 import json
 import math
+import os
 import sys
 
 import numpy as np
@@ -111,13 +112,83 @@ def nonfinite(v, where, key=""):
     return out
 
 
+def fit_dump(setup, seed):
+    rng = np.random.default_rng(seed)
+    hq, hkv, n, d = setup["heads"], setup["kv_heads"], setup["tokens"], setup["dim"]
+    layer = {"name": "0", "q": rng.standard_normal((hq, n, d)).astype(np.float32), "k": rng.standard_normal((hkv, n, d)).astype(np.float32),
+             "v": rng.standard_normal((hkv, n, d)).astype(np.float32), "causal": True}
+    qattn.write_dump("fit-dump.h5", [layer], {"schema": "qattn-dump/1", "model": "fuzz", "weights": "random", "text_source": "none",
+                                              "n_tokens": n, "created_by": "py_driver", "created_at": "now"}, dtype="fp32")
+
+
+def fit_setup(setup, kwargs):
+    """The dump, the kernel (outputs files or a function) and a prefilled report folder of a fit trial.
+    Returns the kernel argument of qattn.fit, and whether an earlier fit prefilled the folder."""
+    fit_dump(setup, setup["seed"])
+    d = qattn.load_layer("fit-dump.h5", "0")
+    kw = dict(causal=d["causal"], softmax_scale=d["softmax_scale"])
+
+    def outputs(path, name):
+        o = qattn.emulate(d["q"], d["k"], d["v"], setup["kernel_recipe"], **kw)["out"].astype(np.float32)
+        qattn.write_outputs(path, name, [{"layer": "0", "o": o}])
+        return path
+
+    files = setup["files"]
+    if files == "function":
+        def kernel(q, k, v, **call):
+            return qattn.emulate(np.asarray(q, np.float32), np.asarray(k, np.float32), np.asarray(v, np.float32), setup["kernel_recipe"],
+                                 causal=call["causal"], softmax_scale=call["softmax_scale"])["out"]
+        first = kernel
+    elif files == "two_kernels":
+        first = [outputs("k1.h5", "a"), outputs("k2.h5", "b")]
+    elif files == "twice":
+        first = [outputs("k1.h5", "a")] * 2
+    else:
+        first = outputs("k1.h5", "a")
+    prefill = setup.get("prefill")
+    if prefill:
+        earlier = dict(kwargs, resume=False, force=True, budget=0.5, beam=1)
+        if prefill == "other_rows":
+            earlier["rows"] = 1 if kwargs.get("rows") != 1 else 2
+        try:
+            qattn.fit(first, "fit-dump.h5", **earlier)
+        except (ValueError, TypeError):
+            return first, False  # arguments the earlier fit refuses too: the trial is the call itself
+        log = "fit-out/candidates.jsonl"
+        text = open(log).read() if os.path.exists(log) else ""
+        rng = np.random.default_rng(setup["seed"])
+        if prefill == "cut" and text:
+            text = text[: int(rng.integers(0, len(text)))]
+        elif prefill == "nan" and text:
+            row = json.loads(text.splitlines()[0])
+            row["kernel_vs_recipe_db"] = "nan"
+            text = json.dumps(row) + "\n" + text
+        elif prefill == "wrong_type" and text:
+            row = json.loads(text.splitlines()[0])
+            row["line"] = 3
+            text = text + json.dumps(row) + "\n"
+        elif prefill == "junk":
+            text = text + "{not json\n"
+        elif prefill == "other_dump":
+            fit_dump(setup, setup["seed"] + 1)  # another dump at the same path: the earlier evaluations are of other units
+        with open(log, "w") as f:
+            f.write(text)
+    return first, bool(prefill)
+
+
 def main():
     call = json.load(open(sys.argv[1]))
     fn = getattr(qattn, call["fn"])
     args = [build(x) for x in call.get("args", [])]
     kwargs = {k: build(x) for k, x in call.get("kwargs", {}).items()}
     try:
+        prefilled = False
+        if call.get("setup"):
+            kernel, prefilled = fit_setup(call["setup"], kwargs)
+            args = [kernel, "fit-dump.h5"]
         result = fn(*args, **kwargs)
+        if prefilled and call["setup"]["prefill"] in ("other_rows", "other_dump"):
+            print(f"STALE a resumed fit over a report of other units ({call['setup']['prefill']}) finished instead of refusing")
         if call.get("check") == "dump":
             try:
                 qattn.open_dump(args[0])

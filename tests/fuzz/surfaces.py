@@ -12,6 +12,12 @@
          a report whose logs were cut at a random byte, or with the first command killed at a random
          moment: a user's file removed, or a finished report whose rows differ from an uninterrupted
          run's, is `lost`.
+  fit    qattn.fit on a dump of an odd shape (head dims 1, 3, 80, 96, 257; GQA; a few tokens) with
+         mutated arguments, outputs files of one or two kernels (or one given twice), an attention
+         function, and a resumed folder whose candidates.jsonl is cut, edited (a NaN, a wrong type) or
+         made by a fit of other units: a search that stops on its own moves is `unclear` (its error
+         names no argument), a NaN in the result `nan`, a resume that keeps an earlier fit's
+         evaluations of other units `lost`.
 """
 import csv
 import json
@@ -22,7 +28,7 @@ import subprocess
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TARGETS = ("py", "names", "race")
+TARGETS = ("py", "names", "race", "fit")
 
 HOSTILE = ["x';touch PWNED;'", 'x";touch PWNED;"', "x$(touch PWNED)", "x`touch PWNED`", "x\ntouch PWNED", "a,b", 'a"b',
            "a|b", "=1+1", "+cmd", "@x", "-x", "tick`s", "a\rb", "é ü", "a\tb", "| `x` |"]
@@ -157,6 +163,53 @@ def gen_py(rng, c, corpus, recipes):
     return c
 
 
+FIT_STARTS = ["q=int8/token k=int8/token", "q=int8/token k=int8/token p=fp16 v=fp16", "q=e4m3/head k=e4m3/head p=e4m3/static:448",
+              "q=fp16 k=fp16 v=fp16 p=fp16", "q=int8/group:32 k=int8/group:32", "q=int8/token k=int8/token p=e4m3/static:448 v=e4m3/channel",
+              "preset=qflash-46adca5", "q=int9", "", "q=int8/token k=int8/token tiles=16x16"]
+FIT_KERNELS = ["q=int8/token k=int8/token", "q=fp16 k=fp16 v=fp16 p=fp16 out=fp16", "q=int8/block:16 k=int8/block:16 p=e4m3/static:448",
+               "q=int8/token k=int8/token ksmooth=global"]
+
+
+def gen_fit(rng, c, corpus):
+    """qattn.fit (py_driver.py's 'fit' setup) on a dump of an odd shape, with mutated arguments and
+    a prefilled, damaged or foreign report folder."""
+    hq, hkv = rng.choice([(1, 1), (2, 1), (4, 2), (3, 1)])
+    setup = {"heads": hq, "kv_heads": hkv, "tokens": rng.choice([1, 5, 16, 33]), "dim": rng.choice([1, 3, 8, 80, 96, 257]),
+             "seed": rng.randrange(1 << 30), "kernel_recipe": rng.choice(FIT_KERNELS),
+             "files": rng.choice(["one", "one", "one", "two_kernels", "twice", "function"]),
+             "prefill": rng.choice([None, None, "cut", "nan", "wrong_type", "junk", "other_rows", "other_dump"])}
+    clean = rng.random() < 0.5  # half the trials a valid call: the search itself on the odd shape
+    if clean:
+        setup.update(files=rng.choice(["one", "function"]), prefill=rng.choice([None, None, "cut"]))
+    kw = {"output": "fit-out", "start": rng.choice(FIT_STARTS[:6]) if clean else rng.choice(FIT_STARTS), "rows": 0,
+          "budget": rng.choice([0.5, 1.0, 2.0]), "beam": 1}
+    if not clean:
+        kw = mutate_kwargs(rng, kw, {"rows": [0, 1, 4, -1, 2**31, 10**6], "seed": [0, 1, 2**63, 2**64 - 1, 2**64, -1],
+                                     "budget": [0.5, 1.0, 0.0, -1.0, {"float": "nan"}, {"float": "inf"}], "beam": [1, 2, 0, 65, -1],
+                                     "top": [1, 10, 0, -3], "min_gain": [0.05, 0.0, -1.0, {"float": "nan"}],
+                                     "force": [True, False], "resume": [True, False], "name": ["k", "", "a/b"] + HOSTILE[:4]})
+    if setup["prefill"]:
+        kw["resume"] = True
+    if setup["files"] == "function" and rng.random() < (0.5 if clean else 0.3):
+        kw["name"] = rng.choice(["k", "mine"])
+    if not clean and setup["files"] == "function" and rng.random() < 0.3:
+        kw.update(rng.choice([{"dtype": "float16"}, {"dtype": "int8"}, {"layout": "BHND"}, {"tensor": "jax"}, {"contexts": [1]},
+                              {"layers": ["9"]}, {"kernel": "k"}]))
+    call = {"fn": "fit", "setup": setup, "kwargs": kw, "check": "fit"}
+    c["exe_kind"] = "python"
+    c["argv"] = [os.path.join(HERE, "py_driver.py"), "call.json"]
+    c["files"]["call.json"] = json.dumps(call)
+    c["mutations"].append("fit " + json.dumps(call)[:300])
+    names = ["rows", "seed", "budget", "beam", "top", "min_gain", "start", "kernel", "name", "output", "dump", "force", "resume",
+             "dtype", "layout", "tensor", "contexts", "layers", "line", "kernel_vs_recipe_db", "recipe_vs_float64_db", "failed", "invalid",
+             "recipe", "q", "k", "v", "p"]
+    c["fields"] |= set(names)
+    c["tokens"] = [f"{x}=" for x in names] + [f"{x}:" for x in names] + ["--from", "--resume", "--force", "fit --", "candidates.jsonl",
+                                                                         "config.json", "qattn-outputs", "fit:"]
+    c["names"] |= {"fit-dump.h5", "fit-out", "k1.h5", "k2.h5", "fit-out/candidates.jsonl"}
+    return c
+
+
 def gen_names(rng, c, corpus, jload, jdump):
     """qattn run on the basic experiment with hostile experiment and recipe names."""
     tree = jload(corpus.exps[corpus.exp_names[0]])
@@ -280,6 +333,12 @@ def check(c, res, cwd):
         return ("lost", res["lost"]) if res.get("lost") else None
     if any(f.startswith("PWNED") for f in os.listdir(cwd)):
         return "crash", "a shell ran a command from a name (a PWNED file was created)"
+    if c["target"] == "fit" and res["rc"] == 0:
+        for line in res["stdout"].splitlines():
+            if line.startswith("NAN-RESULT"):
+                return "nan", line
+            if line.startswith("STALE"):
+                return "lost", line
     if c["target"] == "py" and res["rc"] == 0:
         for line in res["stdout"].splitlines():
             if line.startswith("NAN-RESULT"):
