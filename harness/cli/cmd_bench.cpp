@@ -27,6 +27,11 @@ void bench_progress(std::size_t i, std::size_t n, int tokens, int d, int reps) {
   std::fflush(stderr);
 }
 
+// Each timed stage named on stderr as it starts: a stage at 16k tokens takes minutes on a small machine.
+void bench_stage(const char* what) {
+  std::fprintf(stderr, "bench:   timing %s\n", what);
+  std::fflush(stderr);
+}
 
 template <typename F>
 double best_seconds(int reps, F&& f) {
@@ -99,7 +104,9 @@ Action add_bench_command(CLI::App& app) {
       const int d = eo->dims[di];
       bench_progress(di, eo->dims.size(), eo->tokens, d, eo->reps);
       const Problem p = random_problem(eo->tokens, d, 99);
+      bench_stage("the float64 reference");
       const double ref_s = best_seconds(eo->reps, [&] { (void)reference_attention(p); });
+      bench_stage("the emulator");
       const double emu_s = best_seconds(eo->reps, [&] { (void)emulate(p, r); });
       fmt::print("N={:<6} d={:<4} threads={}  reference {:8.1f} ms  emulator {:8.1f} ms  ratio {:.2f}  "
                  "(int8 QK per token, e4m3 P 448, e4m3 V per channel, exact accumulators)\n",
@@ -112,6 +119,7 @@ Action add_bench_command(CLI::App& app) {
         m.pv_acc.chunk_mantissa_bits = kind == Accumulator::Kind::mma ? 13 : 23;
         m.pv_acc.acc_mantissa_bits = kind == Accumulator::Kind::mma ? 13 : 23;
         m.pv_acc.chunk_rounding = m.pv_acc.add_rounding = Rounding::toward_zero;
+        bench_stage((std::string("the emulator, PV accumulator ") + name).c_str());
         const double t = best_seconds(1, [&] { (void)emulate(p, m); });
         fmt::print("    PV accumulator {:<9} {:8.1f} ms  ({:.1f}x the exact mode)\n", name, t * 1e3, t / emu_s);
       }

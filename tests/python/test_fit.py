@@ -18,8 +18,10 @@ GENERIC = "q=int8/token k=int8/token p=fp16 v=fp16"
 FA3 = os.path.join(DATA, "fa3-fwd-0.0.3", "smollm2")
 
 
-def test_qflash_is_recovered_from_a_generic_recipe(tmp_path):
-    r = qattn.fit(QFLASH + "-qflash.h5", QFLASH + ".h5", start=GENERIC, output=str(tmp_path / "f"), rows=32)
+@pytest.mark.parametrize("case", [QFLASH, os.path.join(DATA, "qflash-46adca5", "n-h2-n130-d256")])
+def test_qflash_is_recovered_from_a_generic_recipe(tmp_path, case):
+    # Both recorded QFlash cases the README's claim covers (d 64 with 3 heads, d 256 with 2).
+    r = qattn.fit(case + "-qflash.h5", case + ".h5", start=GENERIC, output=str(tmp_path / "f"), rows=32)
     assert r["meets_rule"], r["path"]
     best = qattn.Recipe(r["best"])
     assert "softmax=qflash" in str(best) and "qflash.div=trunc32" in str(best), r["best"]

@@ -130,6 +130,38 @@ def test_score_resume_recomputes_what_another_call_made(tmp_path, capfd):
     assert "calling the function again" not in capfd.readouterr().err
 
 
+def batched(q, k, v, *, causal, window, softmax_scale):
+    return attention(q[0], k[0], v[0], causal=causal, window=window, softmax_scale=softmax_scale)[None]
+
+
+def test_score_resume_recomputes_another_layout_or_tensor_kind(tmp_path, capfd):
+    dump = small_dump(tmp_path / "d.h5", 16)
+    out = str(tmp_path / "s")
+    qattn.score(batched, dump, output=out, kernel="k", layout="BHND", progress=False)
+    qattn.score(attention, dump, output=out, kernel="k", resume=True, progress=False)
+    assert "made with function" in capfd.readouterr().err  # another function, and another layout
+    qattn.score(batched, dump, output=out, kernel="k", resume=True, layout="BHND", progress=False)
+    assert "made with" in capfd.readouterr().err
+    # Only the layout differs: a function that takes either.
+    either = lambda q, k, v, **kw: batched(q, k, v, **kw) if q.ndim == 4 else attention(q, k, v, **kw)  # noqa: E731
+    qattn.score(either, dump, output=out, kernel="k", force=True, progress=False)
+    qattn.score(either, dump, output=out, kernel="k", resume=True, layout="BHND", progress=False)
+    assert "made with layout 'HND', now 'BHND'" in capfd.readouterr().err
+    # The tensor kind: torch lives in the dumper's environment (scripts/install-dumper.sh).
+    python = os.path.join(os.path.dirname(__file__), "..", "..", ".venv-dump", "bin", "python")
+    assert os.path.exists(python), f"{python}: run scripts/install-dumper.sh"
+    script = textwrap.dedent("""
+        import sys, numpy as np, qattn
+        def either(q, k, v, **kw):
+            a = [np.asarray(x.float()) if hasattr(x, "float") else x for x in (q, k, v)]
+            return qattn.reference(*a, causal=kw["causal"], softmax_scale=kw["softmax_scale"])["out"].astype(np.float32)
+        qattn.score(either, sys.argv[1], output=sys.argv[2], kernel="k", progress=False)
+        qattn.score(either, sys.argv[1], output=sys.argv[2], kernel="k", resume=True, tensor="torch", progress=False)
+    """)
+    p = subprocess.run([python, "-c", script, dump, str(tmp_path / "t")], capture_output=True, text=True)
+    assert p.returncode == 0 and "made with tensor 'numpy', now 'torch'" in p.stderr, p.stderr
+
+
 def test_fit_force_fits_only_the_new_kernel(dump, tmp_path):
     small = small_dump(tmp_path / "d.h5", 16)
     out = str(tmp_path / "f")
