@@ -341,7 +341,9 @@ void write_dataset(const std::string& path, const std::map<std::string, AttrValu
                    const std::vector<LayerToWrite>& layers, FormatId dtype, const std::optional<std::vector<int>>& tokens) {
   h5::need_storable_attrs(path, "/", attrs);
   for (const LayerToWrite& l : layers) h5::need_group_name(path, "/layers", l.name);
-  h5::write_atomically(path, dtype, [&](H5::H5File& f) {
+  std::uint64_t payload = tokens ? 4u * tokens->size() : 0u;
+  for (const LayerToWrite& l : layers) payload += (dtype == FormatId::fp32 ? 4u : 2u) * (l.q.size() + l.k.size() + l.v.size());
+  h5::write_atomically(path, dtype, payload, [&](H5::H5File& f) {
     using h5::put_attr;
     for (const auto& [k, v] : attrs) put_attr(f, k, v);
     H5::Group lg = f.createGroup("layers");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include "harness/io/dataset_file.hpp"
 #include "harness/io/hdf5_probe.hpp"
+#include "harness/system/memory.hpp"
 #include "harness/io/text.hpp"
 #include "kernels/formats/format.hpp"
 
@@ -201,10 +203,18 @@ inline void need_storable_attrs(const std::string& file, const std::string& wher
 // under PATH; `fill` writes the contents into the open file. Checks that dtype is one the lab stores.
 // Before the rename the written file is read back by `reader` (the schema's own reader): a writer
 // never leaves a file its reader refuses, and its rules are written once.
+// `payload` is the bytes of the arrays `fill` writes: with a MiB for HDF5's own structures, checked
+// against the disk's free space and the file-size limit before the file is opened (require_disk).
 template <typename F, typename R>
-void write_atomically(const std::string& path, FormatId dtype, F&& fill, R&& reader) {
+void write_atomically(const std::string& path, FormatId dtype, std::uint64_t payload, F&& fill, R&& reader) {
   if (dtype != FormatId::fp16 && dtype != FormatId::bf16 && dtype != FormatId::fp32) {
     throw DatasetError(path + ": cannot write dtype " + std::string(name_of(dtype)) + "; expected fp16, bf16 or fp32");
+  }
+  try {
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    require_disk(path, folder.empty() ? std::string(".") : folder.string(), checked_sum(path, {payload, std::uint64_t{1} << 20}));
+  } catch (const std::invalid_argument& e) {
+    throw DatasetError(std::string("not written: ") + e.what());
   }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   struct RemoveOnFailure {

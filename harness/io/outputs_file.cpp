@@ -184,7 +184,9 @@ void write_outputs(const std::string& path, const OutputsFile& out, FormatId dty
     need_group_name(path, "/layers", l.layer);
     if (l.context < 0) fail(path, "/layers/" + l.layer, "context " + std::to_string(l.context) + "; expected a positive token count (0: not stated)");
   }
-  write_atomically(path, dtype, [&](H5::H5File& f) {
+  std::uint64_t payload = 0;
+  for (const LayerOutputs& l : out.layers) payload += (dtype == FormatId::fp32 ? 4u : 2u) * l.o.size() + 4u * l.rows.size();
+  write_atomically(path, dtype, payload, [&](H5::H5File& f) {
     std::map<std::string, AttrValue> attrs = out.attrs;
     attrs["schema"] = attr(std::string("qattn-outputs/1"));
     attrs["kernel"] = attr(out.kernel);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -128,6 +129,22 @@ std::uint64_t checked_sum(const std::string& what, std::initializer_list<std::ui
 }
 
 std::uint64_t available_memory() { return std::min({meminfo_available(), cgroup_room(), address_space_room()}); }
+
+void require_disk(const std::string& what, const std::string& folder, std::uint64_t bytes) {
+  struct statvfs fs {};
+  if (::statvfs(folder.c_str(), &fs) == 0) {
+    const std::uint64_t free = static_cast<std::uint64_t>(fs.f_bavail) * static_cast<std::uint64_t>(fs.f_frsize);
+    if (bytes > free) {
+      throw std::invalid_argument(what + ": needs " + bytes_text(bytes) + " of disk; " + bytes_text(free) + " is free in " + folder +
+                                  "; expected a smaller output or more free space");
+    }
+  }
+  struct rlimit lim {};
+  if (::getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && bytes > lim.rlim_cur) {
+    throw std::invalid_argument(what + ": needs a file of " + bytes_text(bytes) + "; this process may write files of at most " +
+                                bytes_text(lim.rlim_cur) + " (ulimit -f); expected a smaller output");
+  }
+}
 
 std::string bytes_text(std::uint64_t bytes) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

@@ -24,6 +24,12 @@ std::uint64_t available_memory();
 // when bytes exceed available_memory().
 void require_memory(const std::string& what, std::uint64_t bytes);
 
+// Throws std::invalid_argument ("WHAT: needs 2.1 GiB of disk; ...") when a file of `bytes` cannot be
+// written in `folder`: more than the file system's free space for this user, or more than the
+// process's file-size limit (ulimit -f). A write that fails half way leaves libhdf5 with a file it
+// cannot close, which crashes the process at exit; the room is checked before the file is opened.
+void require_disk(const std::string& what, const std::string& folder, std::uint64_t bytes);
+
 // "512 B", "1.5 MiB", "48.0 GiB".
 std::string bytes_text(std::uint64_t bytes);
 

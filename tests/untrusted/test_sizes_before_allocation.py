@@ -4,6 +4,7 @@ memory limit too."""
 import os
 import resource
 import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -60,3 +61,31 @@ def test_one_check_for_q_k_and_v_together(qattn_exe, tmp_path):
     p = subprocess.run([qattn_exe, "inspect", path], capture_output=True, text=True, preexec_fn=limited(2), timeout=60)
     assert p.returncode != 0
     assert f"{path}: /layers/0 (q, k and v: 1 + 2 x 1 heads of 4 x 268435456) as float32: needs 12.0 GiB of memory" in p.stderr, p.stderr
+
+
+WRITE = textwrap.dedent("""
+    import numpy as np, qattn
+    big = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(8, 1 << 20, 4), strides=(0, 0, 0))  # 128 MiB as float32
+    for call in (lambda: qattn.write_outputs("o.h5", "k", [{"layer": "0", "o": big}]),
+                 lambda: qattn.write_dump("d.h5", [{"name": "0", "q": big, "k": big[:1], "v": big[:1]}],
+                                          {"schema": "qattn-dump/1", "model": "m", "weights": "w", "text_source": "t", "n_tokens": 1 << 20,
+                                           "created_by": "c", "created_at": "now"}, dtype="fp32")):
+        try:
+            call()
+            print("written")
+        except ValueError as e:
+            print(e)
+""")
+
+
+def test_a_write_past_the_file_size_limit_is_refused_before_it_starts(tmp_path):
+    # 64 MiB of file (ulimit -f): a write that failed half way left libhdf5 a file it could not
+    # close, and the interpreter died at exit (SIGSEGV in H5F__close_cb).
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
+    p = subprocess.run([sys.executable, "-c", WRITE], capture_output=True, text=True, cwd=tmp_path, preexec_fn=limit, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 2 and all("needs a file of" in l and "(ulimit -f)" in l for l in lines), p.stdout
+    assert lines[0].startswith("not written: o.h5: ") and lines[1].startswith("not written: d.h5: "), p.stdout
+    assert os.listdir(tmp_path) == []  # no temporary file left
