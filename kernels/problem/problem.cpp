@@ -95,7 +95,7 @@ void validate(const Problem& p) {
   if (p.q.heads % p.k.heads != 0) {
     shape_error("Hq = " + std::to_string(p.q.heads) + " is not a multiple of Hkv = " + std::to_string(p.k.heads));
   }
-  if (p.window < 0) throw std::invalid_argument("problem: window " + std::to_string(p.window) + " is negative; expected 0 (none) or a positive token count");
+  if (p.window < 0) throw std::invalid_argument("problem: window=" + std::to_string(p.window) + " is negative; expected 0 (none) or a positive token count");
   if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0) {
     throw std::invalid_argument("problem: softmax_scale " + std::to_string(p.softmax_scale) + " must be finite and >= 0 (0 = 1/sqrt(d))");
   }

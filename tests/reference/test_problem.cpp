@@ -69,7 +69,7 @@ TEST_CASE("bad rows, windows and scales are rejected", "[reference][errors]") {
   CHECK(problem_error(p).find("sample of 9 rows from 8 tokens") != std::string::npos);
   p.rows = RowSelection::all_rows();
   p.window = -1;
-  CHECK(problem_error(p).find("window -1 is negative") != std::string::npos);
+  CHECK(problem_error(p).find("window=-1 is negative") != std::string::npos);
   p.window = 0;
   p.softmax_scale = NAN;
   CHECK(problem_error(p).find("softmax_scale") != std::string::npos);
