@@ -1,5 +1,6 @@
 #pragma once
-// The search space of `qattn fit`: every recipe one knob away from a recipe. A knob is one key of
+// The search space of `qattn fit`: every recipe one knob away from a recipe, the values and their
+// order from the knob table (kernels/recipe/knobs.cpp). A knob is one key of
 // the recipe language (an operand's format, granularity, scale format, division, absmax rule or
 // rounding; P's format and multiplier; smoothing; Q pre-scaling; the scale order; the softmax and
 // its constants; the denominator; the accumulators, measured models included; the tiles; the key

@@ -6,6 +6,7 @@
 // is plain rounding without a scale. Accumulator: exact | fp32 | fp16 |
 // mma(chunk=32,align=32,chunk_bits=13,chunk_round=zero,acc_bits=13,add_round=zero,flush=0).
 // Every key of the line form is also a JSON key; omitted keys keep their defaults (README lists them).
+// The keys, operand modifiers and their forms are the knob table's (kernels/recipe/knobs.hpp).
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>

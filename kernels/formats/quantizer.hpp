@@ -70,6 +70,7 @@ struct QuantSpec {
   // scale_max: the absmax maps to this value instead of the format's largest (SageAttention 2's
   // fp16-accumulating kernel maps V's to 2.25 in e4m3 so that P V cannot overflow fp16); 0: the format's.
   double scale_max = 0;
+  bool operator==(const QuantSpec&) const = default;
 };
 
 // A thread tile holds at most this many tokens: past any kernel's tile (<= 256), and a mistyped

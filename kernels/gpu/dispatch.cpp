@@ -1,6 +1,7 @@
 #include "kernels/gpu/dispatch.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <iterator>
 #include <utility>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "kernels/numerics/accumulator.hpp"
 #include "kernels/numerics/qflash.hpp"
 #include "kernels/numerics/prepare_cpu.hpp"
+#include "kernels/recipe/knobs.hpp"
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
@@ -71,7 +73,6 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
     const std::string why = prepare_not_covered(r, d, false);
     if (!why.empty()) return why;
   }
-  if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes run in flash_integer";
   if (!r.p.unit_scale && r.p.spec.rule != ScaleRule::static_multiplier) return "P needs a static multiplier";
   if (r.split_k > kMaxDot4Splits) return "split-K takes at most " + std::to_string(kMaxDot4Splits) + " splits";
   return wave_shape_not_covered(d, r.tiles.block_k, true);
@@ -162,6 +163,8 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.p_format = r.p.spec.format;
   in.p_multiplier = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
   in.denominator_quantized = r.denominator == Denominator::quantized_p;
+  in.out = r.out;
+  in.reverse_key_tiles = r.reverse_key_tiles;
   in.qk_acc = r.qk_acc;
   in.pv_acc = r.pv_acc;
   in.lazy_rescale_tau = static_cast<float>(r.lazy_rescale_tau);
@@ -201,7 +204,6 @@ struct MatrixFamily {
   const char* e4m3_need;                     // what to write instead
   const char* fp16_need;
   const char* bf16_need;                     // with bf16_pv null: why bf16 operands are refused
-  bool prepares;                             // rotation and K smoothing (its preparation kernels)
   bool tile128;                              // 128-key tiles too (e4m3 P V, head dims up to 128)
 };
 
@@ -212,7 +214,7 @@ const MatrixFamily kMmaFamily{
     "PV in fp16 accumulates as the H200's HMMA does: pv_acc must be h200_hmma",
     "the mma kernel takes no bf16 operands (the wgmma kernel pairs bf16 QK^T with bf16 or e4m3 PV, and bf16 PV with int8 or "
     "bf16 QK^T)",
-    true, false};
+    false};
 
 const MatrixFamily kWgmmaFamily{
     "the wgmma kernel",
@@ -230,7 +232,7 @@ const MatrixFamily kWgmmaFamily{
     "PV in fp16 per 64-key tile: pv_acc must be h200_hmma_tile (h200_hmma, straight into O, runs in flash_mma)",
     "PV in bf16 accumulates as the H200's bf16 wgmma does: pv_acc must be h200_wgmma_bf16 (into O) or h200_wgmma_bf16_tile "
     "(per 64-key tile)",
-    false, true};
+    true};
 
 // An mma(...) written out like a measured preset but for factor_emin (as recipe text written before
 // that key existed would be): say so, since the rest of the message reads as if it matched.
@@ -265,10 +267,7 @@ std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFa
   if (qk_bf16 && !same_accumulator(r.qk_acc, h200_wgmma_bf16_accumulator())) {
     return "QK^T in bf16 accumulates as the H200's bf16 wgmma is modelled: qk_acc must be h200_wgmma_bf16";
   }
-  if (r.q_smoothing || r.v_smoothing) return k + " has no Q or V smoothing (the dot4 family has)";
   if (r.k_smoothing == KSmoothing::block_mean_corrected) return k + " has no q . mu_b correction of block means (the dot4 family has)";
-  if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes run in flash_integer";
-  if (r.split_k != 1 || r.lazy_rescale_tau != 0) return "split-K and lazy rescale have no matrix-unit kernel";
   if (r.tiles.block_k != kMmaKeyTile && !(f.tile128 && r.tiles.block_k == 128))
     return k + "'s key tile is 64" + (f.tile128 ? " or 128" : "") + " (tiles.block_k)";
   if (p.q.dim != 64 && p.q.dim != 128 && p.q.dim != 256) return k + " takes head dims 64, 128 and 256";
@@ -278,8 +277,7 @@ std::string matrix_not_covered(const Problem& p, const Recipe& r, const MatrixFa
                       (!r.v.unit_scale && r.v.spec.format == FormatId::e4m3 && r.v.spec.rule == ScaleRule::dynamic_absmax &&
                        (vg == Granularity::tensor || vg == Granularity::head || vg == Granularity::channel) &&
                        r.v.spec.scale_format == FormatId::fp32);
-  const bool prepared = needs_preparation(r);
-  if (prepared && !f.prepares) return k + " has no rotation or K smoothing (flash_mma has)";
+  const bool prepared = needs_preparation(r);  // the knob table lets only flash_mma's preparation kernels take these
   if (r.tiles.block_k == 128) {
     if (!(p_e4m3 && v_e4m3)) return k + " runs 128-key tiles with e4m3 P and V only (tiles.block_k 64 for 16-bit P V)";
     if (p.q.dim > 128) return k + " runs 128-key tiles at head dims 64 and 128 (d = 256: tiles.block_k 64)";
@@ -335,7 +333,6 @@ WgmmaPvAcc wgmma_pv_acc(const Recipe& r) { return r.pv_acc.flush_every > 0 ? Wgm
 std::string integer_not_covered(const Problem& p, const Recipe& r) {
   // validate(r) holds the rest: int8 Q, K, V with tensor or head scales, P int8/127, exact sums.
   if (r.softmax == SoftmaxKind::float_online) return "the integer family runs QFlash's and I-ViT's integer softmaxes only";
-  if (!(r.qflash == QFlashVariant{})) return "the integer family runs the lab's QFlash constants and steps (qflash.* = lab), not the published kernel's";
   return wave_shape_not_covered(p.q.dim, r.tiles.block_k, r.softmax == SoftmaxKind::qflash_integer);
 }
 
@@ -376,8 +373,9 @@ using FamilyRun = const char* (*)(const Problem& p, const Recipe& r, std::vector
 
 // One kernel family as dispatch sees it. not_covered() and run() both walk kFamilies, in its order.
 struct Family {
+  GpuFamily id;                                               // its column in the knob table
   const char* name;                                           // in not_covered()'s message
-  std::string (*not_covered)(const Problem&, const Recipe&);  // "" when the family takes the recipe
+  std::string (*not_covered)(const Problem&, const Recipe&);  // "" when the family takes the recipe's values
   FamilyRun run;                                              // null: not built here (not_covered says so)
 };
 
@@ -419,30 +417,41 @@ constexpr FamilyRun kRunMma = run_mma, kRunWgmma = run_wgmma;
 constexpr FamilyRun kRunMma = nullptr, kRunWgmma = nullptr;
 #endif
 constexpr Family kFamilies[] = {
-    {kMmaKernelName, mma_not_covered, kRunMma},
-    {kWgmmaKernelName, wgmma_not_covered, kRunWgmma},
-    {kDecodeKernelName, decode_not_covered, run_decode},
-    {kIntegerKernelName, integer_not_covered, run_integer},
-    {kDot4KernelName, dot4_not_covered, run_dot4},
+    {GpuFamily::mma, kMmaKernelName, mma_not_covered, kRunMma},
+    {GpuFamily::wgmma, kWgmmaKernelName, wgmma_not_covered, kRunWgmma},
+    {GpuFamily::decode, kDecodeKernelName, decode_not_covered, run_decode},
+    {GpuFamily::integer, kIntegerKernelName, integer_not_covered, run_integer},
+    {GpuFamily::dot4, kDot4KernelName, dot4_not_covered, run_dot4},
 };
+
+const Family& family_row(GpuFamily id) {
+  for (const Family& f : kFamilies)
+    if (f.id == id) return f;
+  throw std::logic_error("dispatch: no row for a GPU family");
+}
+
+// A family takes a recipe when it declares every knob the recipe moves (the knob table: refusal by
+// default) and its own rule takes the values; tiles=fa3_sm90 is resolved to its tiles first.
+std::string row_not_covered(const Family& f, const Problem& p, const Recipe& recipe) {
+  const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
+  if (std::string knob = undeclared_knob(r, f.id); !knob.empty()) return knob + ": not implemented by this family (knob table)";
+  return f.not_covered(p, r);
+}
 
 }  // namespace
 
-std::string not_covered(const Problem& p, const Recipe& r) {
-  // Host-side numerics no family implements yet: refused for every family.
-  if (r.out != FormatId::fp32) return "every GPU family stores fp32 outputs; out=" + std::string(name_of(r.out)) + " is emulator-only";
-  if (std::string why = quantizer_not_covered(r); !why.empty()) return why;
-  if (r.k_smoothing_format != FormatId::fp32 || r.q_prescale || r.qk_scale_sequential || r.pad_keys_zero) {
-    return "ksmooth.format, qprescale, qkscale and pad (SageAttention 1's choices) are emulator-only";
+std::string family_not_covered(GpuFamily family, const Problem& p, const Recipe& r) { return row_not_covered(family_row(family), p, r); }
+
+std::string not_covered(const Problem& p, const Recipe& recipe) {
+  const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
+  // A knob no family declares: said once, not once a family.
+  for (const RecipeKnob& k : recipe_knobs()) {
+    if (k.gpu == kNoFamily && knob_differs(k, r)) return std::string(k.name) + "=" + k.get(r) + " is emulator-only (no GPU family implements it)";
   }
-  if (r.reverse_key_tiles) return "order=reverse (FlashAttention-3's key tile order) is emulator-only";
-  if (r.k_zero_q_sum) return "kzero=qsum (ggml-cuda's zero point from Q's unquantized sum) is emulator-only";
-  if (r.split_pad != 0) return "split.pad (splits by padded cache cell, llama.cpp's CPU decode) is emulator-only";
-  if (r.tiles.fa3_sm90) return "tiles=fa3_sm90 (FlashAttention-3's tiles by head dim and mask) is emulator-only";
   // Every family's reason, in the table's order, unless one takes the recipe.
   std::string why;
   for (const Family& f : kFamilies) {
-    const std::string reason = f.not_covered(p, r);
+    const std::string reason = row_not_covered(f, p, r);
     if (reason.empty()) return "";
     if (!why.empty()) why += "; ";
     why += std::string(f.name) + ": " + reason;
@@ -496,23 +505,28 @@ MmaInputs make_mma_inputs(const Problem& p, const Recipe& r) {
   in.score_factor = static_cast<float>(p.scale()) * 1.44269504088896340736f;
   in.p_multiplier = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
   in.denominator_quantized = r.denominator == Denominator::quantized_p;
+  in.out = r.out;
   in.key_tile = r.tiles.block_k;
   return in;
 }
 
-GpuResult run(const Problem& p, const Recipe& r) {
+GpuResult run(const Problem& p, const Recipe& recipe) {
+  const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
+  for (const Family& f : kFamilies) {
+    if (f.run != nullptr && row_not_covered(f, p, r).empty()) return run_family(f.id, p, r);
+  }
+  throw std::invalid_argument("no GPU kernel covers the recipe: " + not_covered(p, r));
+}
+
+GpuResult run_family(GpuFamily family, const Problem& p, const Recipe& recipe) {
+  const Family& f = family_row(family);
+  const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
+  if (f.run == nullptr) throw std::invalid_argument(std::string(f.name) + " is not built here");
+  if (const std::string why = row_not_covered(f, p, r); !why.empty()) throw std::invalid_argument(std::string(f.name) + ": " + why);
   GpuResult res;
   const int rows = static_cast<int>(p.rows.resolve(p.q.tokens).size());
   res.out = TensorF(p.q.heads, rows, p.q.dim);
-  const std::size_t last = std::size(kFamilies) - 1;
-  for (std::size_t i = 0; i <= last; ++i) {
-    const Family& f = kFamilies[i];
-    if (f.run == nullptr) continue;  // not built here
-    if (i == last || f.not_covered(p, r).empty()) {
-      res.kernel = f.run(p, r, res.out.data);
-      break;
-    }
-  }
+  res.kernel = f.run(p, r, res.out.data);
   return res;
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/gpu/mma/flash_mma.hpp"
 #include "kernels/gpu/wgmma/flash_wgmma.hpp"
 #include "kernels/problem/problem.hpp"
+#include "kernels/recipe/knobs.hpp"
 #include "kernels/recipe/recipe.hpp"
 
 namespace qattn::gpu {
@@ -21,6 +22,8 @@ inline constexpr const char* kWgmmaKernelName = "flash_wgmma";  // sm_90a
 inline constexpr const char* kDecodeKernelName = "flash_decode";
 inline constexpr const char* kIntegerKernelName = "flash_integer";
 
+// Each family's own rule: why it does not take the values of the knobs it declares ("" when it does).
+// The knob table's refusals (a knob the family does not declare) come first: family_not_covered asks both.
 // Why the mma family does not take the recipe ("" when it does). Built only with CUDA.
 std::string mma_not_covered(const Problem& p, const Recipe& r);
 // Why the wgmma family does not take the recipe ("" when it does). Built only with CUDA; it runs
@@ -33,7 +36,11 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r);
 // Why the integer-softmax family does not take the recipe ("" when it does).
 std::string integer_not_covered(const Problem& p, const Recipe& r);
 
-// Empty when some GPU kernel covers the recipe on this problem; otherwise every family's reason.
+// Why `family` does not take the recipe on this problem ("" when it does): a knob it does not declare
+// in the knob table (kernels/recipe/knobs.cpp: refusal by default), else its own rule above.
+std::string family_not_covered(GpuFamily family, const Problem& p, const Recipe& r);
+// Empty when some GPU kernel covers the recipe on this problem; otherwise a knob no family
+// implements, or every family's reason.
 std::string not_covered(const Problem& p, const Recipe& r);
 
 // Kernel inputs for a covered recipe, from the same quantizers the emulator uses.
@@ -46,7 +53,9 @@ struct GpuResult {
   std::string kernel;  // the family that ran
 };
 // Runs a covered recipe on the first family that covers it (dispatch.cpp's table of families, the order
-// not_covered() asks them in): mma, wgmma, decode, integer, then dot4.
+// not_covered() asks them in): mma, wgmma, decode, integer, then dot4. std::invalid_argument when none does.
 GpuResult run(const Problem& p, const Recipe& r);
+// Runs it on this family (std::invalid_argument when the family does not take it or is not built here).
+GpuResult run_family(GpuFamily family, const Problem& p, const Recipe& r);
 
 }  // namespace qattn::gpu

@@ -2,8 +2,8 @@
 // The recipe: everything that changes the numbers of one quantized attention evaluation. Plain data
 // plus a validator and its defaults (Recipe{} is the recipe of an empty line: nothing quantized, fp32
 // everywhere); its presets are in presets.hpp, its measured accumulator models in
-// kernels/numerics/accumulator.hpp; its JSON and one-line string forms live in harness/ (recipe_io),
-// which is the only layer that parses text.
+// kernels/numerics/accumulator.hpp; its knobs (each field's name, text forms, fit moves and the GPU
+// families that implement it) in knobs.hpp, which harness/io/recipe_io reads lines and JSON through.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,6 +17,7 @@ namespace qattn {
 struct OperandQuant {
   QuantSpec spec{.format = FormatId::fp32};  // format, granularity, block, scale rule, static multiplier, scale format
   bool unit_scale = true;  // true: no scale (value rounded to the format); false: spec's scale rule
+  bool operator==(const OperandQuant&) const = default;
 };
 
 enum class KSmoothing : std::uint8_t {
@@ -71,6 +72,7 @@ struct Accumulator {
   // kTrueExponents: each factor's own floor log2.
   static constexpr int kTrueExponents = -2000;
   int factor_exponent_min = kTrueExponents;
+  bool operator==(const Accumulator&) const = default;
 };
 
 // QFlash's integer softmax is specified by its paper only up to constants; implementations differ
@@ -107,6 +109,7 @@ struct Tiles {
   // tile_size_fwd_sm90: by head dim, mask and element size, 8-bit when Q's format is); resolved by
   // tiles_for() before a problem runs.
   bool fa3_sm90 = false;
+  bool operator==(const Tiles&) const = default;
 };
 
 struct Recipe {
@@ -142,6 +145,8 @@ struct Recipe {
   // them: P is rounded against the running max, so the order changes which max each tile sees.
   bool reverse_key_tiles = false;
   FormatId out = FormatId::fp32;  // the output as the kernel stores it: fp32, or rounded to fp16 / bf16
+  // Field by field: knobs.cpp's coverage whitelist finds a field no knob owns by comparing with Recipe{}.
+  bool operator==(const Recipe&) const = default;
 };
 
 // p / max(p) at or below which a statically scaled P is flushed to zero: P is stored as enc(p S), so

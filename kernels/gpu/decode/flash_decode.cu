@@ -22,6 +22,7 @@
 #include "kernels/formats/quantizer.hpp"
 #include "kernels/gpu/decode/decode_shared.hpp"
 #include "kernels/gpu/decode/flash_decode.hpp"
+#include "kernels/recipe/knobs.hpp"
 #include "kernels/gpu/common/platform.hpp"
 
 namespace qattn::gpu {
@@ -592,6 +593,7 @@ std::vector<float> flash_decode(const DecodeInputs& in, const DecodeTuning& tuni
   const bool fused = decode_pv_products_exact(in.p_format, in.v_format, in.v_scales);
   Launch l = plan(in.batch, in.q_heads, in.kv_heads, pk.capacity, in.dim, in.group, pk.k_scales_fp16, in.v_format, in.v_group, in.score_factor,
                   in.p_format, in.p_multiplier, in.denominator_quantized, in.block_k, in.split_k, fused, tuning);
+  l.p.out_format = format_of(in.out);
   DeviceBuffers mem;
   const DeviceCache cache = upload_decode_cache(mem, in, pk);
   bind(l.p, cache);
@@ -612,11 +614,6 @@ std::string decode_not_covered(const Problem& p, const Recipe& r) {
   if (k_group && (r.k.spec.block % 16 != 0 || r.k.spec.block <= 0 || p.q.dim % r.k.spec.block != 0)) {
     return "QK^T: the scale group must be a multiple of 16 channels dividing the head dim";
   }
-  if (r.k_smoothing != KSmoothing::none || r.q_smoothing || r.v_smoothing || r.rotation != Rotation::none) {
-    return "the decode kernel takes no smoothing or rotation (flash_dot4 runs them, split-K included)";
-  }
-  if (r.softmax != SoftmaxKind::float_online) return "integer softmaxes have no decode kernel";
-  if (r.lazy_rescale_tau != 0) return "lazy rescale has no decode kernel";
   if (!r.p.unit_scale && r.p.spec.rule != ScaleRule::static_multiplier) return "P needs a static multiplier";
   if (r.p.spec.format == FormatId::e8m0) return "P cannot be e8m0";
   if (r.qk_acc.kind != Accumulator::Kind::exact || r.pv_acc.kind != Accumulator::Kind::fp32) {
@@ -646,7 +643,8 @@ std::string decode_not_covered(const Problem& p, const Recipe& r) {
 DecodeInputs make_decode_inputs(const Problem& p, const Recipe& r) {
   validate(p);
   validate(r);
-  const std::string why = decode_not_covered(p, r);
+  std::string why = undeclared_knob(r, GpuFamily::decode);  // the knob table's refusals first, as dispatch asks
+  if (why.empty()) why = decode_not_covered(p, r);
   if (!why.empty()) throw std::invalid_argument("flash_decode: recipe not covered: " + why);
   const int i = p.rows.resolve(p.q.tokens).front();
   DecodeInputs in;
@@ -697,6 +695,7 @@ DecodeInputs make_decode_inputs(const Problem& p, const Recipe& r) {
   in.p_format = r.p.spec.format;
   in.p_multiplier = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
   in.denominator_quantized = r.denominator == Denominator::quantized_p;
+  in.out = r.out;
   in.block_k = r.tiles.block_k;
   in.split_k = r.split_k;
   return in;

@@ -64,6 +64,7 @@ struct DecodeInputs {
   FormatId p_format = FormatId::e4m3;
   float p_multiplier = 448;
   bool denominator_quantized = true;
+  FormatId out = FormatId::fp32;        // the stored output: fp32, or O rounded to fp16 / bf16
   int block_k = 64;                     // key tile Bc (multiple of 16, at most 256): P's quantization unit
   int split_k = 1;                      // key splits (numerics: each split has its own running max)
 };
@@ -78,7 +79,8 @@ struct DecodeTuning {
 // shapes or inconsistent inputs, std::runtime_error on a CUDA/HIP error.
 std::vector<float> flash_decode(const DecodeInputs& in, const DecodeTuning& tuning = {});
 
-// Empty when the decode kernel covers the recipe on this problem; otherwise why not.
+// Empty when the decode kernel takes the values of the knobs it declares on this problem; otherwise
+// why not (the knob table refuses the knobs it does not declare: gpu::family_not_covered asks both).
 std::string decode_not_covered(const Problem& p, const Recipe& r);
 
 // The decode kernel's inputs (batch 1) for a covered recipe, from the lab's quantizers: the problem's

@@ -12,6 +12,7 @@
 #include "kernels/gpu/dot4/flash_dot4.hpp"
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/common/online_softmax.hpp"
+#include "kernels/gpu/common/output_format.hpp"
 #include "kernels/gpu/common/query_rows.hpp"
 #include "kernels/gpu/prepare/prepare.hpp"
 
@@ -46,6 +47,8 @@ struct Params {
   Accumulator qk_acc, pv_acc;
   float c = 0, p_mult = 1;
   Format pf{};
+  Format out_format = format_of(FormatId::fp32);  // the recipe's out
+  bool reverse_tiles = false;  // key tiles from the last visible one down to the first (order=reverse; one split)
 };
 
 // int32 dot of scale group g of query (h, i) and key (kh, j).
@@ -109,7 +112,9 @@ template <Dot4Qk QK>
 __device__ void run_tiles(const Params& p, float* pq, float* pt, int h, int kh, int i, int hi, int t_begin, int t_end, int lane,
                           SplitState& st) {
   const float neg_inf = -INFINITY;
-  for (int t = t_begin; t < t_end && t * p.bc < hi; ++t) {
+  const int t_stop = min(t_end, (hi + p.bc - 1) / p.bc);  // the tiles that hold a key below hi
+  for (int k = 0; k < t_stop - t_begin; ++k) {
+    const int t = p.reverse_tiles ? t_stop - 1 - k : t_begin + k;
     const int j0 = t * p.bc, w = min(p.n, j0 + p.bc) - j0;
     // S = Q K^T for this lane's keys of the tile.
     float s_lane[kMaxKeysPerLane];
@@ -184,7 +189,7 @@ __global__ void flash_dot4_kernel(Params p) {
   // O's channel c as the emulator finishes it: x scale, + mean x sum(P), / l.
   const auto finish = [&](float o_c, int c, float lp, float denom) {
     if (v_scale != nullptr) o_c *= v_scale[c];
-    return (v_mean == nullptr ? o_c : o_c + v_mean[c] * lp) / denom;
+    return stored_output((v_mean == nullptr ? o_c : o_c + v_mean[c] * lp) / denom, p.out_format);
   };
   float* out = p.out + (static_cast<long>(h) * p.nrows + r) * p.d;
   if (p.splits == 1) {
@@ -265,6 +270,9 @@ Params scalar_params(const Dot4Inputs& in) {
   p.groups = in.groups;
   p.mask = RowMask{in.tokens, in.causal, in.window};
   p.denominator_quantized = in.denominator_quantized;
+  p.out_format = format_of(in.out);
+  require(!in.reverse_key_tiles || in.split_k == 1, "reverse key tiles run without key splits (split_k 1)");
+  p.reverse_tiles = in.reverse_key_tiles;
   p.qk_acc = in.qk_acc;
   p.pv_acc = in.pv_acc;
   p.tau = in.lazy_rescale_tau;

@@ -52,6 +52,8 @@ struct Dot4Inputs {
   FormatId p_format = FormatId::e4m3;
   float p_multiplier = 448;
   bool denominator_quantized = true;
+  FormatId out = FormatId::fp32;  // the stored output: fp32, or O rounded to fp16 / bf16
+  bool reverse_key_tiles = false;  // order=reverse: the last visible key tile first (split_k 1)
   Accumulator qk_acc;                                  // values QK^T: the model (channels in order)
   Accumulator pv_acc;                                  // P V: the model (each tile's keys in order)
   std::vector<float> v_means;                          // V smoothing: [Hkv, d] (V above is minus these); empty: none

@@ -66,6 +66,7 @@ struct Params {
   int hq, hkv, n, np, window;
   bool causal, denominator_quantized, reverse_blocks;
   float c, p_mult;
+  Format out_format = format_of(FormatId::fp32);  // the recipe's out
 };
 
 // Shared-memory geometry of one pipeline stage.
@@ -294,7 +295,7 @@ __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) f
   }
   if constexpr (!LOGITS) {  // the logits hook returned after its first tile
     store_rows<D>(p.out + static_cast<long>(h) * p.n * D, p.v_scales ? p.v_scales + kh * D : nullptr, p.n, row, l,
-                  p.denominator_quantized, p.p_mult, q4, [&](int nc, int u) { return o[nc][u]; });
+                  p.denominator_quantized, p.p_mult, q4, p.out_format, [&](int nc, int u) { return o[nc][u]; });
   }
 }
 
@@ -387,6 +388,7 @@ std::vector<float> flash_mma_prepared(const Problem& p, const Recipe& r, const M
   prm.denominator_quantized = r.denominator == Denominator::quantized_p;
   prm.c = static_cast<float>(p.scale()) * 1.44269504088896340736f;
   prm.p_mult = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
+  prm.out_format = format_of(r.out);
   const std::size_t count = static_cast<std::size_t>(p.q.heads) * p.q.tokens * d;
   float* out = mem.alloc<float>(count);
   fill_bytes(out, 0xFF, sizeof(float) * count);  // NaN everywhere: every element must be written

@@ -43,6 +43,7 @@ struct MmaInputs {
   float score_factor = 0;                              // fp32(softmax scale) * fp32(log2 e), as the emulator
   float p_multiplier = 448;                            // e4m3 P: P * multiplier is rounded; fp16 and bf16 P: 1
   bool denominator_quantized = true;
+  FormatId out = FormatId::fp32;                       // the stored output: fp32, or O rounded to fp16 / bf16
   int key_tile = kMmaKeyTile;                          // the recipe's tiles.block_k: 64, or 128 (wgmma only)
 };
 

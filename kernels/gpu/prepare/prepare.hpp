@@ -73,7 +73,8 @@ int padded_tokens(int tokens);
 
 // Why the GPU's quantizers cannot form the recipe's codes and scales (the lab's rule: multiply by
 // the reciprocal of absmax / max, one scale per tensor, head, token, block, group or channel), or "".
-// Every GPU path (prepare_device and each family's own quantizer) answers to it.
+// The preparation kernels answer to it (prepare_not_covered); the families' unprepared inputs come
+// from the emulator's quantizer on the host, which has every rule (the knob table declares them).
 std::string quantizer_not_covered(const Recipe& r);
 
 // Why the preparation kernels cannot produce the recipe's operands ("" when they can): Q and K int8
