@@ -152,6 +152,35 @@ QATTN_HD constexpr double decode(const Format& f, std::uint32_t code) {
 // Round x to the nearest value of the format (encode then decode).
 QATTN_HD constexpr double round_to(const Format& f, double x) { return decode(f, encode(f, x)); }
 
+// round_to for an fp32 value and a 16-bit float format (fp16 or bf16; fp32: x itself), in a few fp32
+// and integer operations: a kernel's epilogue stores O this way (the generic encode, inlined once a
+// stored element, made the wgmma family's build take over ten minutes). Equal to
+// float(round_to(f, x)) for every fp32 x but NaN (tests/formats/test_codec.cpp): ties to even,
+// subnormals, a zero keeps x's sign, and |x| past the largest finite value saturates to it.
+QATTN_HD inline float round_float_to(const Format& f, float x) {
+  if (f.bits >= 32 || x != x) return x;
+  const std::uint32_t u = __builtin_bit_cast(std::uint32_t, x), sign = u & 0x80000000u;
+  const float max = static_cast<float>(max_finite(f));
+  if ((u & 0x7FFFFFFFu) >= __builtin_bit_cast(std::uint32_t, max)) return __builtin_bit_cast(float, sign | __builtin_bit_cast(std::uint32_t, max));
+  if (f.exp_bits == 8) {
+    // bf16: fp32's exponent, 7 of its 23 mantissa bits: round the pattern at bit 16, ties to even
+    // (a carry into the exponent is the next binade's value; below max, never Inf).
+    const std::uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    return __builtin_bit_cast(float, r);
+  }
+  // fp16 (and other formats within fp32's normal range): the quantum of x's binade (or of the
+  // subnormal range), q = 2^(max(e, emin) - m); adding 1.5 2^23 q moves x into a binade whose ulp is
+  // q, so the fp32 add rounds x to a multiple of q, ties to even; subtracting it back is exact.
+  const int e = static_cast<int>((u >> 23) & 0xFFu) - 127;
+  const int emin = 1 - f.bias;
+  const int k = (e > emin ? e : emin) - f.man_bits;  // log2 q: -24..5 for fp16
+  const float magic = __builtin_bit_cast(float, static_cast<std::uint32_t>(k + 23 + 127) << 23) * 1.5f;
+  // Two fp32 roundings (an add, then an exact subtract): nothing here contracts into a fused
+  // multiply-add, and neither nvcc nor a C++ compiler reassociates floats without fast-math.
+  const float r = (x + magic) - magic;
+  return r == 0.0f ? __builtin_bit_cast(float, sign) : r;
+}
+
 // Quantize one value against a scale given by its reciprocal: code = encode(x * inv_scale), with
 // the product formed in fp32 as a kernel forms it before its convert instruction. Symmetric:
 // values are clamped to +-max finite first (int8 uses [-127, 127], int4 [-7, 7]).

@@ -273,3 +273,43 @@ TEST_CASE("the fast non-negative rounder equals the codec on every midpoint and 
     REQUIRE(table.round(0.0f) == 0.0f);
   }
 }
+
+TEST_CASE("round_float_to, the epilogues' fp32 -> fp16 / bf16 rounding, equals the codec", "[formats]") {
+  for (FormatId id : {FormatId::fp16, FormatId::bf16}) {
+    const Format f = format_of(id);
+    INFO(name_of(id));
+    std::size_t checked = 0, differ = 0;
+    const auto check = [&](float x) {
+      const float want = static_cast<float>(round_to(f, x)), got = round_float_to(f, x);
+      ++checked;
+      if (std::bit_cast<std::uint32_t>(want) != std::bit_cast<std::uint32_t>(got)) {
+        if (++differ <= 5) UNSCOPED_INFO("x " << x << " (bits " << std::bit_cast<std::uint32_t>(x) << "): codec " << want << ", fast " << got);
+      }
+    };
+    // Every value of the format, the midpoints between neighbours (ties) and one fp32 ulp either
+    // side of each: the cases where a rounding rule shows; then zeros, saturation and random bits.
+    for (std::uint32_t c = 0; c < (1u << 16); ++c) {
+      if (is_nan_code(f, c)) continue;
+      const double v = decode(f, c);
+      if (std::isinf(v)) continue;
+      const double next = decode(f, c + 1 < (1u << 16) ? c + 1 : c);
+      for (const double y : {v, std::isfinite(next) && (c & 0x7FFFu) != 0x7FFFu ? (v + next) / 2 : v}) {
+        const float x = static_cast<float>(y);
+        check(x);
+        check(std::nextafter(x, std::numeric_limits<float>::infinity()));
+        check(std::nextafter(x, -std::numeric_limits<float>::infinity()));
+      }
+    }
+    for (float x : {0.0f, -0.0f, 1e-45f, -1e-45f, 65504.0f, 65519.0f, 65520.0f, 70000.0f, -1e30f, 3.4e38f, -3.4e38f,
+                    std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
+      check(x);
+    std::mt19937 rng(7);
+    for (int i = 0; i < 2000000; ++i) {
+      const float x = std::bit_cast<float>(static_cast<std::uint32_t>(rng()));
+      if (!std::isnan(x)) check(x);
+    }
+    CHECK(differ == 0);
+    CHECK(checked > 2000000);
+  }
+  CHECK(round_float_to(format_of(FormatId::fp32), 0.1f) == 0.1f);
+}

@@ -6,6 +6,6 @@
 
 namespace qattn::gpu {
 
-QATTN_HD inline float stored_output(float x, const Format& out) { return out.bits >= 32 ? x : static_cast<float>(round_to(out, x)); }
+QATTN_HD inline float stored_output(float x, const Format& out) { return round_float_to(out, x); }
 
 }  // namespace qattn::gpu
