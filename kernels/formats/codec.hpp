@@ -153,8 +153,9 @@ QATTN_HD constexpr double decode(const Format& f, std::uint32_t code) {
 QATTN_HD constexpr double round_to(const Format& f, double x) { return decode(f, encode(f, x)); }
 
 // round_to for an fp32 value and a 16-bit float format (fp16 or bf16; fp32: x itself), in a few fp32
-// and integer operations: a kernel's epilogue stores O this way (the generic encode, inlined once a
-// stored element, made the wgmma family's build take over ten minutes). Equal to
+// and integer operations: the GPU families round their stored O this way (kernels/gpu/common/
+// output_format.hpp; the generic encode, inlined into each store of the wgmma family's epilogue,
+// ran its build past ten minutes). Equal to
 // float(round_to(f, x)) for every fp32 x but NaN (tests/formats/test_codec.cpp): ties to even,
 // subnormals, a zero keeps x's sign, and |x| past the largest finite value saturates to it.
 QATTN_HD inline float round_float_to(const Format& f, float x) {

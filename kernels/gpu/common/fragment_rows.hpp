@@ -4,8 +4,6 @@
 // 8 (g = lane / 4, t = lane % 4). Device code, NVIDIA (include after platform.hpp).
 #include <cmath>
 
-#include "kernels/gpu/common/output_format.hpp"
-
 namespace qattn::gpu {
 
 #if defined(__CUDACC__)
@@ -38,10 +36,10 @@ __device__ inline KeyTiles key_tiles(int i0, int rows, int n, bool causal, int w
 // out[row][c] = O[row][c] vscale[c] / l for the lane's two rows (rows at or past n are not written):
 // l is the row sum of the quantized P (or of P before rounding, times the multiplier), summed over
 // the quad; o_at(nc, u) is the lane's O element u (rows g, g, g+8, g+8; columns 2t, 2t+1) of channel
-// block nc. Each value is stored as the recipe's output format rounds it (output_format.hpp).
+// block nc.
 template <int D, typename OAt>
 __device__ inline void store_rows(float* out, const float* v_scales, int n, const int row[2], const float l[2],
-                                  bool denominator_quantized, float p_mult, int q4, const Format& out_format, OAt o_at) {
+                                  bool denominator_quantized, float p_mult, int q4, OAt o_at) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float lt = quad_sum(l[r]);
@@ -52,8 +50,7 @@ __device__ inline void store_rows(float* out, const float* v_scales, int n, cons
     for (int nc = 0; nc < D / 8; ++nc) {
       const int c = nc * 8 + 2 * q4;
       const float vs0 = v_scales ? v_scales[c] : 1.0f, vs1 = v_scales ? v_scales[c + 1] : 1.0f;
-      *reinterpret_cast<float2*>(dst + c) = make_float2(stored_output(o_at(nc, 2 * r) * vs0 / denom, out_format),
-                                                        stored_output(o_at(nc, 2 * r + 1) * vs1 / denom, out_format));
+      *reinterpret_cast<float2*>(dst + c) = make_float2(o_at(nc, 2 * r) * vs0 / denom, o_at(nc, 2 * r + 1) * vs1 / denom);
     }
   }
 }

@@ -14,7 +14,6 @@
 #include "kernels/gpu/decode/flash_decode.hpp"
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/common/online_softmax.hpp"
-#include "kernels/gpu/common/output_format.hpp"
 
 namespace qattn::gpu::decode_detail {
 
@@ -98,7 +97,6 @@ struct SplitParams : DeviceCache {
   bool denominator_quantized = true;
   bool row_sum_exact = false;  // the tile's sum of quantized P is exact in fp32 in any order
   PRound pr;
-  Format out_format = format_of(FormatId::fp32);  // the recipe's out (output_format.hpp)
 };
 
 inline void bind(SplitParams& p, const DeviceCache& c) { static_cast<DeviceCache&>(p) = c; }
@@ -310,7 +308,7 @@ __global__ void __launch_bounds__(1024) decode_merge_kernel(P p) {
       o = o + f * p.part_o[(bh * p.splits + k) * p.d + c];
     }
     const float denom = p.denominator_quantized ? lsum : lsum * p.p_mult;
-    p.out[bh * p.d + c] = stored_output(o / denom, p.out_format);
+    p.out[bh * p.d + c] = o / denom;
   }
 }
 

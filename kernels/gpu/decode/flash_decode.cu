@@ -22,6 +22,7 @@
 #include "kernels/formats/quantizer.hpp"
 #include "kernels/gpu/decode/decode_shared.hpp"
 #include "kernels/gpu/decode/flash_decode.hpp"
+#include "kernels/gpu/common/output_format.hpp"
 #include "kernels/recipe/knobs.hpp"
 #include "kernels/gpu/common/platform.hpp"
 
@@ -593,12 +594,12 @@ std::vector<float> flash_decode(const DecodeInputs& in, const DecodeTuning& tuni
   const bool fused = decode_pv_products_exact(in.p_format, in.v_format, in.v_scales);
   Launch l = plan(in.batch, in.q_heads, in.kv_heads, pk.capacity, in.dim, in.group, pk.k_scales_fp16, in.v_format, in.v_group, in.score_factor,
                   in.p_format, in.p_multiplier, in.denominator_quantized, in.block_k, in.split_k, fused, tuning);
-  l.p.out_format = format_of(in.out);
   DeviceBuffers mem;
   const DeviceCache cache = upload_decode_cache(mem, in, pk);
   bind(l.p, cache);
   launch_decode(l);
   check_launch("flash_decode (split + merge kernels)");
+  round_output(cache.out, static_cast<std::size_t>(in.batch) * in.q_heads * in.dim, in.out);
   return download(cache.out, static_cast<std::size_t>(in.batch) * in.q_heads * in.dim);
 }
 

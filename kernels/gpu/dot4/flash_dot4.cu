@@ -12,7 +12,7 @@
 #include "kernels/gpu/dot4/flash_dot4.hpp"
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/common/online_softmax.hpp"
-#include "kernels/gpu/common/output_format.hpp"
+#include "kernels/gpu/common/output_format.hpp"  // round_output
 #include "kernels/gpu/common/query_rows.hpp"
 #include "kernels/gpu/prepare/prepare.hpp"
 
@@ -47,7 +47,6 @@ struct Params {
   Accumulator qk_acc, pv_acc;
   float c = 0, p_mult = 1;
   Format pf{};
-  Format out_format = format_of(FormatId::fp32);  // the recipe's out
   bool reverse_tiles = false;  // key tiles from the last visible one down to the first (order=reverse; one split)
 };
 
@@ -189,7 +188,7 @@ __global__ void flash_dot4_kernel(Params p) {
   // O's channel c as the emulator finishes it: x scale, + mean x sum(P), / l.
   const auto finish = [&](float o_c, int c, float lp, float denom) {
     if (v_scale != nullptr) o_c *= v_scale[c];
-    return stored_output((v_mean == nullptr ? o_c : o_c + v_mean[c] * lp) / denom, p.out_format);
+    return (v_mean == nullptr ? o_c : o_c + v_mean[c] * lp) / denom;
   };
   float* out = p.out + (static_cast<long>(h) * p.nrows + r) * p.d;
   if (p.splits == 1) {
@@ -270,7 +269,6 @@ Params scalar_params(const Dot4Inputs& in) {
   p.groups = in.groups;
   p.mask = RowMask{in.tokens, in.causal, in.window};
   p.denominator_quantized = in.denominator_quantized;
-  p.out_format = format_of(in.out);
   require(!in.reverse_key_tiles || in.split_k == 1, "reverse key tiles run without key splits (split_k 1)");
   p.reverse_tiles = in.reverse_key_tiles;
   p.qk_acc = in.qk_acc;
@@ -313,7 +311,7 @@ struct DeviceInputs {
 };
 
 // Launches on p (every pointer set) and returns [Hq, rows, d].
-std::vector<float> launch(Dot4Qk qk, Params& p, DeviceBuffers& mem, const Dot4Tuning& tuning) {
+std::vector<float> launch(Dot4Qk qk, Params& p, DeviceBuffers& mem, const Dot4Tuning& tuning, FormatId out_format) {
   const int waves = tuning.rows_per_block;
   const int block = waves * wave_size(), shared = static_cast<int>(sizeof(float)) * waves * (2 * p.bc + 3 * p.splits);
   rules().launch(waves, shared);
@@ -328,6 +326,7 @@ std::vector<float> launch(Dot4Qk qk, Params& p, DeviceBuffers& mem, const Dot4Tu
     case Dot4Qk::values: flash_dot4_kernel<Dot4Qk::values><<<grid, block, shared>>>(p); break;
   }
   check_launch("flash_dot4_kernel");
+  round_output(out, count, out_format);
   return download(out, count);
 }
 
@@ -335,7 +334,7 @@ std::vector<float> launch(Dot4Qk qk, Params& p, DeviceBuffers& mem, const Dot4Tu
 
 std::vector<float> flash_dot4(const Dot4Inputs& in, const Dot4Tuning& tuning) {
   DeviceInputs dev(in);
-  return launch(in.qk, dev.p, dev.mem, tuning);
+  return launch(in.qk, dev.p, dev.mem, tuning, in.out);
 }
 
 std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const Dot4Inputs& in, const Dot4Tuning& tuning) {
@@ -377,7 +376,7 @@ std::vector<float> flash_dot4_prepared(const Problem& p, const Recipe& r, const 
   if (!in.v_means.empty()) prm.v_means = mem.upload(in.v_means);
   if (!in.v_column_scales.empty()) prm.v_scales = mem.upload(in.v_column_scales);
   prm.rows = mem.upload(in.rows);
-  return launch(in.qk, prm, mem, tuning);
+  return launch(in.qk, prm, mem, tuning, in.out);
 }
 
 std::vector<int> dot4_logits(const Dot4Inputs& in, const std::vector<int>& h, const std::vector<int>& i, const std::vector<int>& j) {

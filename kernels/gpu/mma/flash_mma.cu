@@ -22,6 +22,7 @@
 #include "kernels/gpu/mma/mma_host.hpp"
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/common/fragment_rows.hpp"
+#include "kernels/gpu/common/output_format.hpp"
 #include "kernels/gpu/common/online_softmax.hpp"
 #include "kernels/gpu/prepare/prepare.hpp"
 
@@ -66,7 +67,6 @@ struct Params {
   int hq, hkv, n, np, window;
   bool causal, denominator_quantized, reverse_blocks;
   float c, p_mult;
-  Format out_format = format_of(FormatId::fp32);  // the recipe's out
 };
 
 // Shared-memory geometry of one pipeline stage.
@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) f
   }
   if constexpr (!LOGITS) {  // the logits hook returned after its first tile
     store_rows<D>(p.out + static_cast<long>(h) * p.n * D, p.v_scales ? p.v_scales + kh * D : nullptr, p.n, row, l,
-                  p.denominator_quantized, p.p_mult, q4, p.out_format, [&](int nc, int u) { return o[nc][u]; });
+                  p.denominator_quantized, p.p_mult, q4, [&](int nc, int u) { return o[nc][u]; });
   }
 }
 
@@ -358,6 +358,7 @@ std::vector<float> flash_mma(const MmaInputs& in, const MmaTuning& tuning) {
   dev.p.out = out;
   launch<false>(in.qk, in.pv, dev.p, in.dim, tuning.warps);
   check_launch("flash_mma_kernel");
+  round_output(out, count, in.out);
   return pick_rows(download(out, count), in.q_heads, in.tokens, in.dim, in.rows);
 }
 
@@ -388,13 +389,13 @@ std::vector<float> flash_mma_prepared(const Problem& p, const Recipe& r, const M
   prm.denominator_quantized = r.denominator == Denominator::quantized_p;
   prm.c = static_cast<float>(p.scale()) * 1.44269504088896340736f;
   prm.p_mult = r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier);
-  prm.out_format = format_of(r.out);
   const std::size_t count = static_cast<std::size_t>(p.q.heads) * p.q.tokens * d;
   float* out = mem.alloc<float>(count);
   fill_bytes(out, 0xFF, sizeof(float) * count);  // NaN everywhere: every element must be written
   prm.out = out;
   launch<false>(QkType::int8, PvType::e4m3, prm, d, tuning.warps);
   check_launch("flash_mma_kernel (prepared)");
+  round_output(out, count, r.out);
   return pick_rows(download(out, count), p.q.heads, p.q.tokens, d, p.rows.resolve(p.q.tokens));
 }
 

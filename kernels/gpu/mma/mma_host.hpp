@@ -71,7 +71,6 @@ void set_shape(Params& p, int hq, int hkv, int n, int np, bool causal, int windo
 template <typename Params>
 void set_shape(Params& p, const MmaInputs& in, int np) {
   set_shape(p, in.q_heads, in.kv_heads, in.tokens, np, in.causal, in.window, in.denominator_quantized, in.score_factor, in.p_multiplier);
-  p.out_format = format_of(in.out);
 }
 
 // A benchmark's Params: random inputs of one shape, softmax scale 1/sqrt(d), P x 448 for e4m3 (1 for fp16 and bf16).

@@ -44,6 +44,7 @@
 #include "kernels/gpu/mma/mma_host.hpp"
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/common/fragment_rows.hpp"
+#include "kernels/gpu/common/output_format.hpp"
 #include "kernels/gpu/common/online_softmax.hpp"
 #include "kernels/gpu/common/tma.hpp"
 #include "kernels/gpu/common/wgmma.hpp"
@@ -142,7 +143,6 @@ struct Params {
   float c, p_mult;
   float log2_mult;                              // log2(p_mult), set by launch_one on the host
   float l_mult;                                 // l's factor before O / l: 1, l holds P's multiplier (launch_one)
-  Format out_format = format_of(FormatId::fp32);  // the recipe's out
 };
 
 // The TMA maps of Q, K and V^T (tma.hpp), passed by value as a __grid_constant__ parameter.
@@ -494,7 +494,7 @@ __global__ void __launch_bounds__(Roles<D, BC>::kThreads, 1) flash_wgmma_kernel(
       // l_mult is 1; passed at run time: with the constant, ptxas serialized the 16-bit Q K^T into-O
       // instantiations' wgmma (C7518).
       store_rows<D>(p.out + static_cast<long>(h) * p.n * D, p.v_scales ? p.v_scales + kh * D : nullptr, p.n, row, l,
-                    p.denominator_quantized, p.l_mult, q4, p.out_format, [&](int nc, int u) { return o[4 * nc + u]; });
+                    p.denominator_quantized, p.l_mult, q4, [&](int nc, int u) { return o[4 * nc + u]; });
     }
   }
 }
@@ -619,6 +619,7 @@ std::vector<float> flash_wgmma(const MmaInputs& in, WgmmaPvAcc pv_acc) {
   dev.p.out = out;
   launch<false>(in.qk, in.pv, dev.p, in.dim, in.key_tile, pv_acc);
   check_built(dev.p.built, "flash_wgmma_kernel");
+  round_output(out, count, in.out);
   return pick_rows(download(out, count), in.q_heads, in.tokens, in.dim, in.rows);
 }
 
