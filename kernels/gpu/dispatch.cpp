@@ -10,6 +10,7 @@
 #include "kernels/numerics/qflash.hpp"
 #include "kernels/numerics/prepare_cpu.hpp"
 #include "kernels/recipe/knobs.hpp"
+#include "kernels/recipe/recipe_text.hpp"  // operand_to_string
 
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
@@ -435,6 +436,8 @@ const Family& family_row(GpuFamily id) {
 std::string row_not_covered(const Family& f, const Problem& p, const Recipe& recipe) {
   const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
   if (std::string knob = undeclared_knob(r, f.id); !knob.empty()) return knob + ": not implemented by this family (knob table)";
+  // kvhead and thread scales are granularities (values of the operand knobs), not yet proven on a GPU.
+  if (std::string why = quantizer_not_covered(r); !why.empty()) return why;
   return f.not_covered(p, r);
 }
 
@@ -447,6 +450,13 @@ std::string not_covered(const Problem& p, const Recipe& recipe) {
   // A knob no family declares: said once, not once a family.
   for (const RecipeKnob& k : recipe_knobs()) {
     if (k.gpu == kNoFamily && knob_differs(k, r)) return std::string(k.name) + "=" + k.get(r) + " is emulator-only (no GPU family implements it)";
+  }
+  for (const auto& [o, name] : {std::pair{&r.q, "q"}, std::pair{&r.k, "k"}, std::pair{&r.p, "p"}, std::pair{&r.v, "v"}}) {
+    for (const OperandModifier& m : operand_modifiers()) {
+      if (m.gpu == kNoFamily && m.present(o->spec)) {
+        return std::string(name) + "=" + recipe_text::operand_to_string(*o) + ": /" + m.head + " is emulator-only (no GPU family implements it)";
+      }
+    }
   }
   // Every family's reason, in the table's order, unless one takes the recipe.
   std::string why;
