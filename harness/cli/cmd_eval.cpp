@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "harness/cli/commands.hpp"
+#include "harness/experiment/aggregate.hpp"
 #include "harness/experiment/backend.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/unit_score.hpp"
@@ -102,13 +103,13 @@ int run_eval(const EvalOptions* o) {
   const UnitScore score = score_unit(ref.out.data, out, slice.q_heads, {&ref.probs, run.has_probs ? &run.probs : nullptr, static_p_flush_threshold(recipe.p)});
 
   nlohmann::json heads = nlohmann::json::array();
-  double sum_db = 0;
+  DbMean head_sqnr;  // the recipe-level aggregate over this unit's heads
   for (int h = 0; h < p.q.heads; ++h) {
     nlohmann::json j;
     put_fields(j, score.heads[static_cast<std::size_t>(h)]);
     j["head"] = slice.q_heads[h];
     heads.push_back(j);
-    sum_db += score.heads[static_cast<std::size_t>(h)].error.sqnr_db;
+    head_sqnr.add(score.heads[static_cast<std::size_t>(h)].error.sqnr_db);
   }
   nlohmann::json pooled;
   put_fields(pooled, score.pooled);
@@ -125,7 +126,7 @@ int run_eval(const EvalOptions* o) {
                              {"kl_rows", kl_rows.size()},
                              {"heads", heads},
                              {"pooled", pooled},
-                             {"mean_head_sqnr_db", report::num(sum_db / p.q.heads)}};
+                             {"mean_head_sqnr_db", report::num(head_sqnr.mean())}};
   if (o->json) {
     std::cout << out_json.dump(2) << "\n";
     return 0;
@@ -145,7 +146,7 @@ int run_eval(const EvalOptions* o) {
   };
   for (const auto& j : heads) row(std::to_string(j["head"].get<int>()), j);
   row("pooled", pooled);
-  fmt::print("mean of per-head SQNR: {} dB; KL/TV over {} sampled rows per head{}\n", db_text(sum_db / p.q.heads), kl_rows.size(),
+  fmt::print("mean of per-head SQNR: {} dB; KL/TV over {} sampled rows per head{}\n", db_text(head_sqnr.mean()), kl_rows.size(),
              !run.has_probs ? " (none: the GPU kernels hand back no P)"
                             : kl_rows.empty() ? " (none: integer softmax or --kl-rows 0)" : "");
   return 0;

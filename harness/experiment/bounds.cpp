@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "harness/experiment/aggregate.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/runner.hpp"
 #include "harness/io/json_file.hpp"
@@ -29,12 +30,13 @@ constexpr double kSqnrMarginDb = 0.25;
 constexpr double kKlMarginFactor = 1.25;
 constexpr double kKlMarginAbs = 1e-6;
 
-// Per (recipe, layer, context), over heads. A kernel bit-equal to its recipe on a head has an
-// infinite kernel-vs-recipe SQNR there: those heads are counted apart (own_exact), and the mean is
-// over the others, so one exact head does not make the mean infinite.
+// Per (recipe, layer, context), over heads (aggregate.hpp). A kernel bit-equal to its recipe on a
+// head has an infinite kernel-vs-recipe SQNR there: the bound is on the other heads' mean, and the
+// exact heads are counted apart.
 struct Agg {
-  double sqnr = 0, kl = 0, own = 0;
-  int n = 0, kl_n = 0, own_n = 0, own_exact = 0;
+  DbMean sqnr, own;
+  double kl = 0;
+  int kl_n = 0;
 };
 
 // kernel_vs_recipe_db_min: a number, or "inf" for a kernel that was bit-equal to its recipe on
@@ -154,17 +156,9 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
       if (r.contains(k) && !r[k].is_null() && !r[k].is_number() && r[k] != "inf") throw std::invalid_argument(at + ": " + k + ": expected a number, \"inf\" or null");
     }
     Agg& a = agg[r["recipe"].get<std::string>() + "|" + report::layer_name(r["layer"]) + "|" + std::to_string(r["context"].get<int>())];
-    a.sqnr += parse_db(r["sqnr_db"]);
-    ++a.n;
+    a.sqnr.add(parse_db(r["sqnr_db"]));
     if (r.contains("kl_mean") && !r["kl_mean"].is_null()) a.kl += parse_db(r["kl_mean"]), ++a.kl_n;
-    if (r.contains("kernel_vs_recipe_sqnr_db") && !r["kernel_vs_recipe_sqnr_db"].is_null()) {
-      const double own = parse_db(r["kernel_vs_recipe_sqnr_db"]);
-      if (std::isinf(own) && own > 0) {
-        ++a.own_exact;
-      } else {
-        a.own += own, ++a.own_n;
-      }
-    }
+    if (r.contains("kernel_vs_recipe_sqnr_db") && !r["kernel_vs_recipe_sqnr_db"].is_null()) a.own.add(parse_db(r["kernel_vs_recipe_sqnr_db"]));
   }
   log.close();
   std::map<std::string, std::string> failed;  // recipe|layer|context -> why it has no rows
@@ -189,11 +183,11 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
     for (const auto& [key, a] : agg) {
       const auto p1 = key.find('|'), p2 = key.rfind('|');
       json entry = {{"recipe", key.substr(0, p1)}, {"layer", report::layer_json(key.substr(p1 + 1, p2 - p1 - 1))}, {"context", std::stoi(key.substr(p2 + 1))},
-                    {"sqnr_db_min", std::round((a.sqnr / a.n - kSqnrMarginDb) * 100) / 100}};
+                    {"sqnr_db_min", std::round((a.sqnr.mean() - kSqnrMarginDb) * 100) / 100}};
       if (a.kl_n > 0) entry["kl_max"] = a.kl / a.kl_n * kKlMarginFactor + kKlMarginAbs;
-      if (a.own_n > 0) {
-        entry["kernel_vs_recipe_db_min"] = std::round((a.own / a.own_n - kSqnrMarginDb) * 100) / 100;
-      } else if (a.own_exact > 0) {
+      if (a.own.finite_count() > 0) {
+        entry["kernel_vs_recipe_db_min"] = std::round((a.own.mean_finite() - kSqnrMarginDb) * 100) / 100;
+      } else if (a.own.exact_count() > 0) {
         entry["kernel_vs_recipe_db_min"] = "inf";  // bit-equal on every head: a single differing bit fails
       }
       out["bounds"].push_back(entry);
@@ -222,7 +216,7 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
       continue;
     }
     const Agg& a = it->second;
-    const double sqnr = a.sqnr / a.n;
+    const double sqnr = a.sqnr.mean();
     if (x.contains("sqnr_db_min") && !(sqnr >= x["sqnr_db_min"].get<double>())) {
       fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: mean SQNR {:.2f} dB < bound {:.2f} dB (worse by {:.2f} dB)\n", name, layer,
                  context, sqnr, x["sqnr_db_min"].get<double>(), x["sqnr_db_min"].get<double>() - sqnr);
@@ -240,18 +234,18 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
       }
     }
     if (x.contains("kernel_vs_recipe_db_min") && x["kernel_vs_recipe_db_min"] == "inf") {
-      if (a.own_n > 0 || a.own_exact == 0) {
+      if (a.own.finite_count() > 0 || a.own.exact_count() == 0) {
         fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: the kernel is no longer bit-equal to its recipe ({} of {} heads differ{}); "
-                   "the bound asks for bit-equality\n", name, layer, context, a.own_n, a.own_n + a.own_exact,
-                   a.own_n > 0 ? fmt::format(", mean {:.2f} dB", a.own / a.own_n) : std::string());
+                   "the bound asks for bit-equality\n", name, layer, context, a.own.finite_count(), a.own.count(),
+                   a.own.finite_count() > 0 ? fmt::format(", mean {:.2f} dB", a.own.mean_finite()) : std::string());
         ++violations;
       }
     } else if (x.contains("kernel_vs_recipe_db_min")) {
-      if (a.own_n + a.own_exact == 0) {
+      if (a.own.count() == 0) {
         fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: kernel_vs_recipe_db_min given but {} name no recipe to compare with\n", name,
                    layer, context, source);
         ++violations;
-      } else if (const double own = a.own_n > 0 ? a.own / a.own_n : INFINITY; !(own >= x["kernel_vs_recipe_db_min"].get<double>())) {
+      } else if (const double own = a.own.finite_count() > 0 ? a.own.mean_finite() : INFINITY; !(own >= x["kernel_vs_recipe_db_min"].get<double>())) {
         fmt::print(stderr, "FAIL recipe '{}' layer {} context {}: kernel vs recipe {:.2f} dB < bound {:.2f} dB (the kernel's own error grew by {:.2f} dB)\n",
                    name, layer, context, own, x["kernel_vs_recipe_db_min"].get<double>(), x["kernel_vs_recipe_db_min"].get<double>() - own);
         ++violations;

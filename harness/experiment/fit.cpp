@@ -14,7 +14,7 @@
 
 #include "harness/experiment/fit_moves.hpp"
 #include "harness/experiment/progress.hpp"
-#include "harness/experiment/report_folder.hpp"
+#include "harness/experiment/report_run.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/score.hpp"
 #include "harness/experiment/unit_score.hpp"
@@ -67,7 +67,7 @@ void check_options(const FitOptions& o) {
   if (!(o.min_gain_db >= 0) || !std::isfinite(o.min_gain_db)) throw std::invalid_argument("fit --min-gain: expected a finite number of dB >= 0");
   if (o.top < 1) throw std::invalid_argument("fit --top: " + std::to_string(o.top) + "; expected at least 1");
   if (o.beam < 1 || o.beam > 64) throw std::invalid_argument("fit --beam: " + std::to_string(o.beam) + "; expected 1..64 recipes a step");
-  if (o.resume && o.force) throw std::invalid_argument("fit: --resume and --force exclude each other (complete the report, or replace it)");
+  (void)report::existing_for("fit", o.force, o.resume);  // both together: refused before any work
   need_utf8_path("fit: the dump", o.dataset);
   for (const std::string& f : o.outputs) need_utf8_path("fit: an outputs file", f);
   need_utf8_path("fit --output", o.output);
@@ -131,26 +131,15 @@ void check_one_kernel(const std::vector<OutputsFile>& files, int n_tokens) {
   }
 }
 
-}  // namespace
-
-FitResult fit_recipe(const FitOptions& opt) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  check_options(opt);
-  const DatasetInfo info = open_dataset(opt.dataset);
-  const std::vector<OutputsFile> files = read_outputs_of_dump(info, opt.dataset, opt.outputs);
-  check_one_kernel(files, info.n_tokens);
-  const std::string first_line = start_line(opt, files);
-  Recipe start;
-  try {
-    start = recipe_from_string(first_line);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument((opt.start.empty() ? files.front().path + ": attribute 'recipe'" : std::string("fit --from")) + ": " + e.what());
-  }
-
-  // The units, each on its sampled rows: the float64 reference once, the kernel's outputs picked.
+// The units, each on its sampled rows: the float64 reference once, the kernel's outputs picked;
+// both pooled over units and heads, as the search compares them.
+struct FitUnits {
   std::vector<FitUnit> units;
-  std::vector<double> ref_all, kernel_all;
+  std::vector<double> ref, kernel;
+};
+
+FitUnits load_units(const FitOptions& opt, const DatasetInfo& info, const std::vector<OutputsFile>& files) {
+  FitUnits all;
   for (const OutputsFile& f : files) {
     for (const LayerOutputs& l : f.layers) {
       FitUnit u;
@@ -176,189 +165,17 @@ FitResult fit_recipe(const FitOptions& opt) {
         for (int i : pick)
           for (int c = 0; c < d; ++c) u.kernel.push_back(l.o(h, i, c));
       const ReferenceResult ref = reference_attention(u.slice.problem, {});
-      ref_all.insert(ref_all.end(), ref.out.data.begin(), ref.out.data.end());
-      kernel_all.insert(kernel_all.end(), u.kernel.begin(), u.kernel.end());
-      units.push_back(std::move(u));
+      all.ref.insert(all.ref.end(), ref.out.data.begin(), ref.out.data.end());
+      all.kernel.insert(all.kernel.end(), u.kernel.begin(), u.kernel.end());
+      all.units.push_back(std::move(u));
     }
   }
 
-  const fs::path dir(opt.output);
-  const auto lock = claim_report_folder(dir, opt.force ? Existing::replace : opt.resume ? Existing::resume : Existing::refuse,
-                                        "pass --resume to complete it or --force to replace it");
-  json inputs = json::array();
-  for (const OutputsFile& f : files) inputs.push_back({{"file", f.path}, {"kernel", f.kernel}, {"fnv1a64", fmt::format("{:016x}", fnv1a_file(f.path))}});
-  const json config = {{"kind", "fit"}, {"dataset", opt.dataset}, {"dataset_fnv1a64", fmt::format("{:016x}", fnv1a_file(opt.dataset))},
-                       {"outputs", inputs}, {"rows", opt.rows}, {"seed", opt.seed}, {"start", to_string(start)},
-                       {"budget_s", opt.budget_s}, {"min_gain_db", opt.min_gain_db}, {"beam", opt.beam}, {"git_commit", git_commit()}, {"date", now_utc()},
-                       {"command_line", opt.command_line}};
-  // A resumed fit reuses the evaluations of the same units (dump, outputs, rows and seed).
-  std::map<std::string, Evaluation> cache;
-  if (opt.resume && fs::exists(dir / "config.json")) {
-    const json before = json::parse(std::ifstream(dir / "config.json"), nullptr, false);
-    for (const char* k : {"dataset_fnv1a64", "outputs", "rows", "seed"}) {
-      if (!before.is_object() || before.value("kind", "") != "fit" || before.value(k, json()) != config[k]) {
-        throw std::invalid_argument(dir.string() + ": a fit of other units (" + k + " changed) or another report; --resume would mix them: use --force or another output");
-      }
-    }
-    const std::vector<json> rows = read_log(dir / "candidates.jsonl");
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const auto [line, e] = cached_evaluation(rows[i], (dir / "candidates.jsonl").string() + ": line " + std::to_string(i + 1));
-      cache[line] = e;
-    }
-  }
-  write_atomic(dir / "config.json", config.dump(2) + "\n");
+  return all;
+}
 
-  FitResult result;
-  // The recipe's emulation on every unit against the kernel (and float64), pooled over units and heads.
-  const auto evaluate = [&](const Recipe& r) -> Evaluation {
-    const std::string line = to_string(r);
-    if (const auto it = cache.find(line); it != cache.end()) return it->second;
-    if (opt.between_evaluations) opt.between_evaluations();
-    Evaluation e;
-    std::vector<double> emu_all;
-    emu_all.reserve(ref_all.size());
-    try {
-      for (const FitUnit& u : units) {
-        const EmulatorResult emu = emulate(u.slice.problem, r);
-        emu_all.insert(emu_all.end(), emu.out.data.begin(), emu.out.data.end());
-      }
-      e.recipe_vs_float64_db = compare(ref_all, emu_all).sqnr_db;
-      e.kernel_vs_recipe_db = compare(emu_all, kernel_all).sqnr_db;
-    } catch (const NumericFailure& f) {
-      e = Evaluation{};
-      e.failed = f.what();
-    } catch (const std::invalid_argument& f) {
-      // A move the search made itself that this input cannot take (a group of 32 on head dim 80):
-      // skipped and counted, never the end of the search.
-      e = Evaluation{};
-      e.failed = f.what();
-      e.invalid = true;
-    }
-    ++result.evaluated;
-    cache[line] = e;
-    json row = {{"line", line}, {"kernel_vs_recipe_db", num(e.kernel_vs_recipe_db)}, {"recipe_vs_float64_db", num(e.recipe_vs_float64_db)}};
-    if (!e.failed.empty()) row["failed"] = e.failed;
-    if (e.invalid) row["invalid"] = true;
-    append_durable(dir / "candidates.jsonl", row.dump() + "\n");
-    return e;
-  };
-
-  std::map<std::string, std::string> knob_of;  // canonical line -> the move that first reached it
-  // A beam search from one recipe: each step expands the `beam` nearest recipes of the last step
-  // by every single-knob move and keeps the `beam` nearest new ones; it stops when a step brings the
-  // best no nearer than min_gain_db (or the budget runs out). One recipe per step would be a greedy
-  // descent, which a move toward float64 can trap: an unquantized recipe is as near a kernel as the
-  // kernel is to float64, a local optimum the kernel's own recipe must climb out of.
-  const double kernel_vs_float64_db = compare(ref_all, kernel_all).sqnr_db;
-  const auto steer = [&](const Evaluation& e) {
-    return e.kernel_vs_recipe_db - std::max(0.0, e.recipe_vs_float64_db - kernel_vs_float64_db - kAccuracySlackDb);
-  };
-  struct State {
-    Recipe recipe;
-    Evaluation eval;
-    std::vector<FitStep> path;
-  };
-  const auto descend = [&](State from, std::vector<FitMove>* restarts) {
-    State best = from;
-    std::vector<State> beam = {std::move(from)};
-    std::set<std::string> expanded;
-    while (!std::isinf(best.eval.kernel_vs_recipe_db) && !result.budget_spent) {
-      std::vector<State> pool;
-      std::set<std::string> in_pool;
-      for (const State& st : beam) {
-        expanded.insert(to_string(st.recipe));
-        const std::vector<FitMove> moves = fit_moves(st.recipe);
-        Progress progress(static_cast<double>(moves.size()), moves.size(), opt.quiet, false);
-        for (const FitMove& m : moves) {
-          if (elapsed() > opt.budget_s) {
-            result.budget_spent = true;
-            break;
-          }
-          if (m.restart) {  // judged by a search of its own, after this one ends
-            if (restarts && &st == &beam.front()) restarts->push_back(m);
-            continue;
-          }
-          Recipe next;
-          try {
-            next = recipe_from_string(m.line);
-          } catch (const std::invalid_argument&) {  // a move the recipe language does not allow here
-            progress.step(m.knob + ": not a valid recipe", 1);
-            continue;
-          }
-          const std::string line = to_string(next);
-          const Evaluation x = evaluate(next);
-          knob_of.emplace(line, m.knob);
-          progress.step(fmt::format("{}: {} dB", m.knob, db_text(x.kernel_vs_recipe_db)), 1);
-          if (!x.failed.empty() || expanded.count(line) || !in_pool.insert(line).second) continue;
-          std::vector<FitStep> path = st.path;
-          path.push_back({m.knob, line, x.kernel_vs_recipe_db, x.recipe_vs_float64_db});
-          pool.push_back({next, x, std::move(path)});
-        }
-      }
-      std::stable_sort(pool.begin(), pool.end(), [&](const State& a, const State& b) { return steer(a.eval) > steer(b.eval); });
-      if (pool.empty() || !(steer(pool.front().eval) > steer(best.eval) + opt.min_gain_db)) break;
-      if (restarts) restarts->clear();  // the restarts of the new best's family are collected next step
-      best = pool.front();
-      if (pool.size() > static_cast<std::size_t>(opt.beam)) pool.resize(static_cast<std::size_t>(opt.beam));
-      beam = std::move(pool);
-      if (!opt.quiet) {
-        fmt::print(stderr, "fit: step {}: {} -> kernel vs recipe {} dB (recipe vs float64 {} dB; {} recipes in {:.0f} s)\n", best.path.size() - 1,
-                   best.path.back().knob, db_text(best.eval.kernel_vs_recipe_db), db_text(best.eval.recipe_vs_float64_db), result.evaluated, elapsed());
-      }
-    }
-    if (restarts && restarts->empty() && !result.budget_spent) {
-      for (const FitMove& m : fit_moves(best.recipe))
-        if (m.restart) restarts->push_back(m);
-    }
-    return best;
-  };
-
-  const Evaluation first = evaluate(start);
-  if (!first.failed.empty()) throw std::invalid_argument("fit: the starting recipe has no output to compare: " + first.failed);
-  knob_of[to_string(start)] = "start";
-  if (!opt.quiet) fmt::print(stderr, "fit: {} units, {} outputs; start: kernel vs recipe {} dB (recipe vs float64 {} dB)\n", units.size(),
-                             kernel_all.size(), db_text(first.kernel_vs_recipe_db), db_text(first.recipe_vs_float64_db));
-  std::vector<FitMove> restarts;
-  State found = descend({start, first, {{"start", to_string(start), first.kernel_vs_recipe_db, first.recipe_vs_float64_db}}}, &restarts);
-  // Where the search stops, a move into another family of recipes (another softmax) starts a
-  // search of its own from the best recipe; the nearer end is kept, with the move in its path.
-  for (const FitMove& m : restarts) {
-    if (result.budget_spent) break;
-    Recipe r;
-    try {
-      r = recipe_from_string(m.line);
-    } catch (const std::invalid_argument&) {
-      continue;
-    }
-    const Evaluation e = evaluate(r);
-    knob_of.emplace(to_string(r), m.knob);
-    if (!e.failed.empty()) continue;
-    std::vector<FitStep> path = found.path;
-    path.push_back({m.knob, to_string(r), e.kernel_vs_recipe_db, e.recipe_vs_float64_db});
-    if (!opt.quiet) fmt::print(stderr, "fit: trying {} ({} dB), then a search from there\n", m.knob, db_text(e.kernel_vs_recipe_db));
-    State end = descend({r, e, std::move(path)}, nullptr);
-    if (steer(end.eval) > steer(found.eval) + opt.min_gain_db) found = std::move(end);
-  }
-  result.path = found.path;
-  const Evaluation now = found.eval;
-  result.meets_rule = rule_margin(now) >= kFitRuleDb;
-  std::vector<std::pair<std::string, Evaluation>> all(cache.begin(), cache.end());
-  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second.kernel_vs_recipe_db > b.second.kernel_vs_recipe_db; });
-  for (const auto& [line, e] : all) {
-    if (static_cast<int>(result.ranked.size()) >= opt.top) break;
-    if (!e.failed.empty()) continue;
-    const auto k = knob_of.find(line);
-    result.ranked.push_back({k == knob_of.end() ? "(an earlier run)" : k->second, line, e.kernel_vs_recipe_db, e.recipe_vs_float64_db});
-  }
-  result.seconds = elapsed();
-  for (const auto& [line, e] : cache) {
-    if (!e.invalid) continue;
-    ++result.skipped;
-    if (result.skipped_why.size() < 5 && std::find(result.skipped_why.begin(), result.skipped_why.end(), e.failed) == result.skipped_why.end())
-      result.skipped_why.push_back(e.failed);
-  }
-
-  // The report: fit.json (the path, the ranking, the verdict) and summary.md.
+// The report: fit.json (the path, the ranking, the verdict); returns summary.md.
+std::string write_fit_report(const FitOptions& opt, const FitResult& result, const Recipe& start, std::size_t n_units, const fs::path& dir) {
   const auto step_json = [](const FitStep& s) {
     return json{{"knob", s.knob}, {"line", s.line}, {"kernel_vs_recipe_db", num(s.kernel_vs_recipe_db)}, {"recipe_vs_float64_db", num(s.recipe_vs_float64_db)}};
   };
@@ -369,7 +186,7 @@ FitResult fit_recipe(const FitOptions& opt) {
   for (const FitStep& s : result.ranked) out["ranked"].push_back(step_json(s));
   write_atomic(dir / "fit.json", out.dump(2) + "\n");
   const FitStep& b = result.path.back();
-  std::string md = "# Fit: " + md_text(dir.filename().string()) + "\n\nThe recipe nearest the kernel's outputs (" + std::to_string(units.size()) +
+  std::string md = "# Fit: " + md_text(dir.filename().string()) + "\n\nThe recipe nearest the kernel's outputs (" + std::to_string(n_units) +
                    " units of " + md_code(opt.dataset) + ", " + (opt.rows > 0 ? std::to_string(opt.rows) + " sampled rows each" : std::string("every row")) +
                    "), found by a beam search (" + std::to_string(opt.beam) + " recipes a step) over single-knob moves from " + md_code(to_string(start)) + ".\n\n" +
                    fmt::format("Best: kernel vs recipe {} dB, recipe vs float64 {} dB: the kernel is {} dB nearer the recipe than the recipe is to "
@@ -394,8 +211,224 @@ FitResult fit_recipe(const FitOptions& opt) {
     md += fmt::format("\n{} recipes the search made do not apply to this input and were skipped; why:\n\n", result.skipped);
     for (const std::string& why : result.skipped_why) md += "- " + md_text(why) + "\n";
   }
-  write_atomic(dir / "summary.md", md);
-  if (!opt.quiet) fmt::print("{}\nreport: {} (summary.md, fit.json, candidates.jsonl, config.json)\n", md, dir.string());
+  return md;
+}
+
+// A beam search from one recipe: each step expands the `beam` nearest recipes of the last step
+// by every single-knob move and keeps the `beam` nearest new ones; it stops when a step brings the
+// best no nearer than min_gain_db (or the budget runs out). One recipe per step would be a greedy
+// descent, which a move toward float64 can trap: an unquantized recipe is as near a kernel as the
+// kernel is to float64, a local optimum the kernel's own recipe must climb out of.
+class Search {
+ public:
+  // cache: the evaluations a resumed report holds (candidates.jsonl); each new one is appended there.
+  // t0: when the fit began (its budget counts from there).
+  Search(const FitOptions& opt, const FitUnits& units, std::filesystem::path dir, std::map<std::string, Evaluation> cache,
+         std::chrono::steady_clock::time_point t0)
+      : opt_(opt), units_(units), dir_(std::move(dir)), cache_(std::move(cache)), kernel_vs_float64_db_(compare(units.ref, units.kernel).sqnr_db), t0_(t0) {}
+
+  FitResult run(const Recipe& start) {
+    const Evaluation first = evaluate(start);
+    if (!first.failed.empty()) throw std::invalid_argument("fit: the starting recipe has no output to compare: " + first.failed);
+    knob_of_[to_string(start)] = "start";
+    if (!opt_.quiet) fmt::print(stderr, "fit: {} units, {} outputs; start: kernel vs recipe {} dB (recipe vs float64 {} dB)\n", units_.units.size(),
+                               units_.kernel.size(), db_text(first.kernel_vs_recipe_db), db_text(first.recipe_vs_float64_db));
+    std::vector<FitMove> restarts;
+    State found = descend({start, first, {{"start", to_string(start), first.kernel_vs_recipe_db, first.recipe_vs_float64_db}}}, &restarts);
+    // Where the search stops, a move into another family of recipes (another softmax) starts a
+    // search of its own from the best recipe; the nearer end is kept, with the move in its path.
+    for (const FitMove& m : restarts) {
+      if (result_.budget_spent) break;
+      Recipe r;
+      try {
+        r = recipe_from_string(m.line);
+      } catch (const std::invalid_argument&) {
+        continue;
+      }
+      const Evaluation e = evaluate(r);
+      knob_of_.emplace(to_string(r), m.knob);
+      if (!e.failed.empty()) continue;
+      std::vector<FitStep> path = found.path;
+      path.push_back({m.knob, to_string(r), e.kernel_vs_recipe_db, e.recipe_vs_float64_db});
+      if (!opt_.quiet) fmt::print(stderr, "fit: trying {} ({} dB), then a search from there\n", m.knob, db_text(e.kernel_vs_recipe_db));
+      State end = descend({r, e, std::move(path)}, nullptr);
+      if (steer(end.eval) > steer(found.eval) + opt_.min_gain_db) found = std::move(end);
+    }
+    result_.path = found.path;
+    const Evaluation now = found.eval;
+    result_.meets_rule = rule_margin(now) >= kFitRuleDb;
+    std::vector<std::pair<std::string, Evaluation>> all(cache_.begin(), cache_.end());
+    std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second.kernel_vs_recipe_db > b.second.kernel_vs_recipe_db; });
+    for (const auto& [line, e] : all) {
+      if (static_cast<int>(result_.ranked.size()) >= opt_.top) break;
+      if (!e.failed.empty()) continue;
+      const auto k = knob_of_.find(line);
+      result_.ranked.push_back({k == knob_of_.end() ? "(an earlier run)" : k->second, line, e.kernel_vs_recipe_db, e.recipe_vs_float64_db});
+    }
+    result_.seconds = elapsed();
+    for (const auto& [line, e] : cache_) {
+      if (!e.invalid) continue;
+      ++result_.skipped;
+      if (result_.skipped_why.size() < 5 && std::find(result_.skipped_why.begin(), result_.skipped_why.end(), e.failed) == result_.skipped_why.end())
+        result_.skipped_why.push_back(e.failed);
+    }
+
+    return result_;
+  }
+
+ private:
+  struct State {
+    Recipe recipe;
+    Evaluation eval;
+    std::vector<FitStep> path;
+  };
+
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  // The distance the search steers by (kAccuracySlackDb).
+  double steer(const Evaluation& e) const {
+    return e.kernel_vs_recipe_db - std::max(0.0, e.recipe_vs_float64_db - kernel_vs_float64_db_ - kAccuracySlackDb);
+  }
+
+  // The recipe's emulation on every unit against the kernel (and float64), pooled over units and heads.
+  Evaluation evaluate(const Recipe& r) {
+    const std::string line = to_string(r);
+    if (const auto it = cache_.find(line); it != cache_.end()) return it->second;
+    if (opt_.between_evaluations) opt_.between_evaluations();
+    Evaluation e;
+    std::vector<double> emu_all;
+    emu_all.reserve(units_.ref.size());
+    try {
+      for (const FitUnit& u : units_.units) {
+        const EmulatorResult emu = emulate(u.slice.problem, r);
+        emu_all.insert(emu_all.end(), emu.out.data.begin(), emu.out.data.end());
+      }
+      e.recipe_vs_float64_db = compare(units_.ref, emu_all).sqnr_db;
+      e.kernel_vs_recipe_db = compare(emu_all, units_.kernel).sqnr_db;
+    } catch (const NumericFailure& f) {
+      e = Evaluation{};
+      e.failed = f.what();
+    } catch (const std::invalid_argument& f) {
+      // A move the search made itself that this input cannot take (a group of 32 on head dim 80):
+      // skipped and counted, never the end of the search.
+      e = Evaluation{};
+      e.failed = f.what();
+      e.invalid = true;
+    }
+    ++result_.evaluated;
+    cache_[line] = e;
+    json row = {{"line", line}, {"kernel_vs_recipe_db", num(e.kernel_vs_recipe_db)}, {"recipe_vs_float64_db", num(e.recipe_vs_float64_db)}};
+    if (!e.failed.empty()) row["failed"] = e.failed;
+    if (e.invalid) row["invalid"] = true;
+    append_durable(dir_ / "candidates.jsonl", row.dump() + "\n");
+    return e;
+  }
+
+  State descend(State from, std::vector<FitMove>* restarts) {
+    State best = from;
+    std::vector<State> beam = {std::move(from)};
+    std::set<std::string> expanded;
+    while (!std::isinf(best.eval.kernel_vs_recipe_db) && !result_.budget_spent) {
+      std::vector<State> pool;
+      std::set<std::string> in_pool;
+      for (const State& st : beam) {
+        expanded.insert(to_string(st.recipe));
+        const std::vector<FitMove> moves = fit_moves(st.recipe);
+        Progress progress(static_cast<double>(moves.size()), moves.size(), opt_.quiet, false);
+        for (const FitMove& m : moves) {
+          if (elapsed() > opt_.budget_s) {
+            result_.budget_spent = true;
+            break;
+          }
+          if (m.restart) {  // judged by a search of its own, after this one ends
+            if (restarts && &st == &beam.front()) restarts->push_back(m);
+            continue;
+          }
+          Recipe next;
+          try {
+            next = recipe_from_string(m.line);
+          } catch (const std::invalid_argument&) {  // a move the recipe language does not allow here
+            progress.step(m.knob + ": not a valid recipe", 1);
+            continue;
+          }
+          const std::string line = to_string(next);
+          const Evaluation x = evaluate(next);
+          knob_of_.emplace(line, m.knob);
+          progress.step(fmt::format("{}: {} dB", m.knob, db_text(x.kernel_vs_recipe_db)), 1);
+          if (!x.failed.empty() || expanded.count(line) || !in_pool.insert(line).second) continue;
+          std::vector<FitStep> path = st.path;
+          path.push_back({m.knob, line, x.kernel_vs_recipe_db, x.recipe_vs_float64_db});
+          pool.push_back({next, x, std::move(path)});
+        }
+      }
+      std::stable_sort(pool.begin(), pool.end(), [&](const State& a, const State& b) { return steer(a.eval) > steer(b.eval); });
+      if (pool.empty() || !(steer(pool.front().eval) > steer(best.eval) + opt_.min_gain_db)) break;
+      if (restarts) restarts->clear();  // the restarts of the new best's family are collected next step
+      best = pool.front();
+      if (pool.size() > static_cast<std::size_t>(opt_.beam)) pool.resize(static_cast<std::size_t>(opt_.beam));
+      beam = std::move(pool);
+      if (!opt_.quiet) {
+        fmt::print(stderr, "fit: step {}: {} -> kernel vs recipe {} dB (recipe vs float64 {} dB; {} recipes in {:.0f} s)\n", best.path.size() - 1,
+                   best.path.back().knob, db_text(best.eval.kernel_vs_recipe_db), db_text(best.eval.recipe_vs_float64_db), result_.evaluated, elapsed());
+      }
+    }
+    if (restarts && restarts->empty() && !result_.budget_spent) {
+      for (const FitMove& m : fit_moves(best.recipe))
+        if (m.restart) restarts->push_back(m);
+    }
+    return best;
+  }
+
+  const FitOptions& opt_;
+  const FitUnits& units_;
+  std::filesystem::path dir_;
+  std::map<std::string, Evaluation> cache_;
+  std::map<std::string, std::string> knob_of_;  // canonical line -> the move that first reached it
+  FitResult result_;
+  double kernel_vs_float64_db_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
+FitResult fit_recipe(const FitOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_options(opt);
+  const DatasetInfo info = open_dataset(opt.dataset);
+  const std::vector<OutputsFile> files = read_outputs_of_dump(info, opt.dataset, opt.outputs);
+  check_one_kernel(files, info.n_tokens);
+  const std::string first_line = start_line(opt, files);
+  Recipe start;
+  try {
+    start = recipe_from_string(first_line);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument((opt.start.empty() ? files.front().path + ": attribute 'recipe'" : std::string("fit --from")) + ": " + e.what());
+  }
+
+  const FitUnits loaded = load_units(opt, info, files);
+
+  const fs::path dir(opt.output);
+  const ReportRun report(dir, existing_for("fit", opt.force, opt.resume), true);
+  json inputs = json::array();
+  for (const OutputsFile& f : files) inputs.push_back({{"file", f.path}, {"kernel", f.kernel}, {"fnv1a64", fmt::format("{:016x}", fnv1a_file(f.path))}});
+  json config = dataset_provenance(opt.dataset, info.attrs.at("model").s);
+  config.update(json{{"kind", "fit"}, {"outputs", inputs}, {"rows", opt.rows}, {"seed", opt.seed}, {"start", to_string(start)},
+                     {"budget_s", opt.budget_s}, {"min_gain_db", opt.min_gain_db}, {"beam", opt.beam}});
+  // A resumed fit reuses the evaluations of the same units (dump, outputs, rows and seed).
+  report.refuse_changed(config, {"kind", "dataset_fnv1a64", "outputs", "rows", "seed"},
+                        "a fit of other units ({} changed) or another report; --resume would mix them: use --force or another output");
+  std::map<std::string, Evaluation> cache;
+  if (report.resuming()) {
+    const std::vector<json> rows = read_log(dir / "candidates.jsonl");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto [line, e] = cached_evaluation(rows[i], (dir / "candidates.jsonl").string() + ": line " + std::to_string(i + 1));
+      cache[line] = e;
+    }
+  }
+  report.write_config(config, opt.command_line);
+
+  const FitResult result = Search(opt, loaded, dir, std::move(cache), t0).run(start);
+  const std::string md = write_fit_report(opt, result, start, loaded.units.size(), dir);
+  report.finish(md, {.files = "summary.md, fit.json, candidates.jsonl, config.json", .print = !opt.quiet});
   return result;
 }
 

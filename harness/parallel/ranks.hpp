@@ -44,6 +44,17 @@ struct OtherRankFailed : std::runtime_error {
 // is usually everyone's, such as a bad experiment file, and is printed once) and every other rank
 // throws OtherRankFailed. With one process it rethrows `mine`, if any.
 void agree(std::exception_ptr mine);
+// Work every rank does; then agree on its outcome.
+template <class F>
+void checked(F&& work) {
+  std::exception_ptr err;
+  try {
+    work();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  agree(err);
+}
 // Rank 0's work while the others wait; then agree on its outcome.
 template <class F>
 void on_rank0(F&& work) {

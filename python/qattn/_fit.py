@@ -61,10 +61,7 @@ def fit(
     _check_count("beam", beam, -2**31, 2**31 - 1, "a count in 1..64")
     dump, output = os.fspath(dump), os.fspath(output)
     if callable(kernel):
-        if force and resume:
-            raise ValueError("force=True and resume=True exclude each other (replace the report, or complete it)")
-        existing = "replace" if force else "resume" if resume else "refuse"
-        with _core.claim_report_folder(output, existing, "pass force=True to replace it or resume=True to complete it"):
+        with _core.claim_report_for(output, "fit", force, resume):
             outputs_dir = os.path.join(output, "kernel")
             options = dict(layers=None, contexts=None, tensor="numpy", device=None, dtype=None, layout="HND", progress=True)
             unknown = sorted(set(score_kwargs) - set(options))

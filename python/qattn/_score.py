@@ -246,9 +246,8 @@ def _score(fn, dump, *, layers, contexts, recipe, output, kernel, rows, seed, te
     if recipe_line:
         recipe_line = str(_core.Recipe(recipe_line))  # validated before any work
     name = kernel or getattr(fn, "__name__", "kernel")
-    if force and resume:
-        raise ValueError("force=True and resume=True exclude each other (replace the report, or complete it)")
-    existing = "replace" if force else "resume" if resume else "refuse"
+    if force and resume:  # (refused again by the claim below; here before the folder is read)
+        _core.claim_report_for(output, "score", force, resume)
     config = os.path.join(output, "config.json")
     if resume and os.path.isfile(config):
         try:
@@ -258,7 +257,7 @@ def _score(fn, dump, *, layers, contexts, recipe, output, kernel, rows, seed, te
         if kind != "score":
             raise ValueError(f"{output}: holds a report that qattn.score did not write (kind {kind!r}); resume=True completes only "
                              "a score report: choose another output")
-    with _core.claim_report_folder(output, existing, "pass force=True to replace it or resume=True to complete it"):
+    with _core.claim_report_for(output, "score", force, resume):
         keep = os.path.join(output, "outputs")
         if force:
             _remove_own_outputs(keep)

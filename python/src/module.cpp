@@ -14,6 +14,7 @@
 #include "harness/experiment/fit.hpp"
 #include "harness/experiment/progress.hpp"
 #include "harness/experiment/report_folder.hpp"
+#include "harness/experiment/report_run.hpp"
 #include "harness/experiment/report_io.hpp"
 #include "harness/experiment/score.hpp"
 #include "harness/experiment/unit_score.hpp"
@@ -673,6 +674,11 @@ NB_MODULE(_core, m) {
   }, "path"_a, "existing"_a, "flags"_a, nb::rv_policy::take_ownership,
         "Make PATH this process's report folder (as `qattn run` and `qattn score` do): lock it, refuse or accept an existing one, "
         "with 'replace' remove the report's own files (never outputs/). Use as a context manager.");
+  m.def("claim_report_for", [](const std::string& path, const std::string& command, bool force, bool resume, bool resumable) {
+    return report::claim_for(path, report::existing_for(command, force, resume, report::kPythonFlags), resumable, report::kPythonFlags).release();
+  }, "path"_a, "command"_a, "force"_a, "resume"_a, "resumable"_a = true, nb::rv_policy::take_ownership,
+        "Claim PATH for COMMAND as the library's commands do: force replaces the report's own files, resume completes it, neither "
+        "refuses an existing folder (both together are an error). Use as a context manager.");
   m.def("fit_files", [](const std::string& dump, std::vector<std::string> outputs, const std::string& output, const std::string& start, int rows,
                         std::uint64_t seed, double budget, double min_gain, int top, int beam, bool force, bool resume, bool quiet) {
     FitOptions o;
