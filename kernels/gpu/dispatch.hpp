@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/formats/tensor.hpp"
+#include "kernels/gpu/common/matrix_family.hpp"
 #include "kernels/gpu/decode/flash_decode.hpp"
 #include "kernels/gpu/dot4/flash_dot4.hpp"
 #include "kernels/gpu/integer/flash_integer.hpp"
@@ -15,26 +16,9 @@
 
 namespace qattn::gpu {
 
-inline constexpr const char* kDot4KernelName = "flash_dot4";             // integer Q K^T by dot4
-inline constexpr const char* kDot4FloatKernelName = "flash_dot4/float";  // the same family, Q K^T of values
-inline constexpr const char* kMmaKernelName = "flash_mma";
-inline constexpr const char* kWgmmaKernelName = "flash_wgmma";  // sm_90a
-inline constexpr const char* kDecodeKernelName = "flash_decode";
-inline constexpr const char* kIntegerKernelName = "flash_integer";
-
-// Each family's own rule: why it does not take the values of the knobs it declares ("" when it does).
-// The knob table's refusals (a knob the family does not declare) come first: family_not_covered asks both.
-// Why the mma family does not take the recipe ("" when it does). Built only with CUDA.
-std::string mma_not_covered(const Problem& p, const Recipe& r);
-// Why the wgmma family does not take the recipe ("" when it does). Built only with CUDA; it runs
-// only where the build holds sm_90a code and the GPU is a Hopper (else flash_wgmma throws).
-std::string wgmma_not_covered(const Problem& p, const Recipe& r);
-// How the wgmma family's P V meets O for a covered recipe (pv_acc's flush: per tile, or into O).
-WgmmaPvAcc wgmma_pv_acc(const Recipe& r);
-// Why the dot4 family does not take the recipe ("" when it does).
-std::string dot4_not_covered(const Problem& p, const Recipe& r);
-// Why the integer-softmax family does not take the recipe ("" when it does).
-std::string integer_not_covered(const Problem& p, const Recipe& r);
+// Each family's own rule (why it does not take the values of the knobs it declares: "" when it
+// does), its inputs and its kernel's name are declared in its header, beside its code (its
+// *_family.cpp); the knob table's refusals come first: family_not_covered asks both.
 
 // Why `family` does not take the recipe on this problem ("" when it does): a knob it does not declare
 // in the knob table (kernels/recipe/knobs.cpp: refusal by default), else its own rule above.
@@ -42,11 +26,6 @@ std::string family_not_covered(GpuFamily family, const Problem& p, const Recipe&
 // Empty when some GPU kernel covers the recipe on this problem; otherwise a knob no family
 // implements, or every family's reason.
 std::string not_covered(const Problem& p, const Recipe& r);
-
-// Kernel inputs for a covered recipe, from the same quantizers the emulator uses.
-Dot4Inputs make_inputs(const Problem& p, const Recipe& r);
-MmaInputs make_mma_inputs(const Problem& p, const Recipe& r);
-IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r);
 
 struct GpuResult {
   TensorF out;         // [Hq, rows, d]

@@ -603,6 +603,11 @@ std::vector<float> flash_decode(const DecodeInputs& in, const DecodeTuning& tuni
   return download(cache.out, static_cast<std::size_t>(in.batch) * in.q_heads * in.dim);
 }
 
+const char* run_decode(const Problem& p, const Recipe& r, std::vector<float>& out) {
+  out = flash_decode(make_decode_inputs(p, r));  // one row per head: [Hq][1][d]
+  return kDecodeKernelName;
+}
+
 std::string decode_not_covered(const Problem& p, const Recipe& r) {
   for (const auto* o : {&r.q, &r.k}) {
     const Granularity g = o->spec.granularity;

@@ -38,6 +38,8 @@
 
 namespace qattn::gpu {
 
+inline constexpr const char* kDecodeKernelName = "flash_decode";
+
 enum class DecodeV : std::uint8_t {
   e4m3,  // OCP e4m3 codes, fp32 scale per channel (or per head / tensor), or unit scale
   q8_0,  // int8 codes, one fp16 scale per v_group (32) channels of each key
@@ -86,6 +88,8 @@ std::string decode_not_covered(const Problem& p, const Recipe& r);
 // The decode kernel's inputs (batch 1) for a covered recipe, from the lab's quantizers: the problem's
 // single selected query row (the last token in decode) against all its visible keys.
 DecodeInputs make_decode_inputs(const Problem& p, const Recipe& r);
+// Its launch as dispatch's table runs it: one row per head, out [Hq][1][d].
+const char* run_decode(const Problem& p, const Recipe& r, std::vector<float>& out);
 
 // Batch entries side by side (same heads, dim and recipe fields); shorter caches are padded with
 // zero codes and unit scales behind their key_hi.

@@ -378,11 +378,291 @@ __device__ inline void split_f16x2(float x0, float x1, std::uint32_t& hi, std::u
 #endif
 
 // ---- kernel 1: one split of one (batch, kv head, head chunk) ----
-// One function of about 400 lines, past the project's 150: its phases (the K tile's cp.async
-// staging, the int8 Q K^T, the online softmax, P V on mma.sync, the split's partial O) share the
-// staging buffers and the register fragments of the whole key loop. Splitting it into device
-// functions is the next step, and needs the H200 to show that register allocation and speed are
-// unchanged (the fast path exists for speed: a split that spills defeats it); not done yet.
+// Its phases as functions: a warp's tile scored (score_tile), the round's running max (fold_round_max),
+// P quantized with its row sums (quantize_p), q8_0 / q4_0's V scales prepared (interleave_v_scales),
+// the accumulators rescaled (rescale_acc) and O += V^T P (accumulate_pv); l chained through a
+// round's tiles (chain_l); the split's partial O, m and l written (write_split).
+
+// S = Q K^T of the warp's tile (keys of this lane), into Pw, and this lane's max per head.
+template <int D, int H>
+__device__ __forceinline__ void score_tile(const FastParams& p, const FastLayout& lay, const std::int8_t* qs, const float* qsc,
+                                           const unsigned char* buf, int bc, int jlo, int jhi, int lane, float* Pw, int ps, float (&tmax)[H]) {
+#pragma unroll
+  for (int h = 0; h < H; ++h) tmax[h] = -INFINITY;
+  for (int ja = lane; ja < bc; ja += 2 * kWaveSize) {
+    const int jb = ja + kWaveSize;
+    float sa[H], sb[H];
+    score_two_keys<D, H>(p, lay, qs, qsc, buf, ja, jb, ja >= jlo && ja < jhi, jb >= jlo && jb < jhi, sa, sb);
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      Pw[h * ps + ja] = sa[h];
+      tmax[h] = fmaxf(tmax[h], sa[h]);
+      if (jb < bc) {
+        Pw[h * ps + jb] = sb[h];
+        tmax[h] = fmaxf(tmax[h], sb[h]);
+      }
+    }
+  }
+}
+
+// l through a round's tiles, as the reference chains it: l = alpha * l + row sum, tile by tile.
+template <int H>
+__device__ __forceinline__ void chain_l(const float* round_sum, const float* round_alpha, int in_round, float (&l_run)[H]) {
+#pragma unroll
+  for (int w = 0; w < kMaxWarps; ++w)
+    if (w < in_round) {
+      float alpha[H], sum[H];
+      load_heads(round_alpha + w * kMaxHeads, alpha);
+      load_heads(round_sum + w * kMaxHeads, sum);
+#pragma unroll
+      for (int h = 0; h < H; ++h) l_run[h] = alpha[h] * l_run[h] + sum[h];
+    }
+}
+
+// The running max before and after this warp's tile (read only by an active warp); m_run after
+// the round. max is exact and order-free, so the tiles' maxima are folded in any order: the
+// warps' rows unrolled (at most kMaxWarps), each row one vector read (the rolled loop over
+// in_round with its per-warp selects took about 130 instructions a tile, ncu on the H200).
+template <int H>
+__device__ __forceinline__ void fold_round_max(const float* maxima, int in_round, int warp, float (&m_run)[H], float (&m_old)[H], float (&m_new)[H]) {
+#pragma unroll
+  for (int h = 0; h < H; ++h) m_old[h] = m_run[h];
+#pragma unroll
+  for (int w = 0; w < kMaxWarps; ++w)
+    if (w < in_round) {
+      float x[H];
+      load_heads(maxima + w * kMaxHeads, x);
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        if (w < warp) m_old[h] = fmaxf(m_old[h], x[h]);
+        m_run[h] = fmaxf(m_run[h], x[h]);
+      }
+    }
+  float own[H];
+  load_heads(maxima + min(warp, in_round - 1) * kMaxHeads, own);
+#pragma unroll
+  for (int h = 0; h < H; ++h) m_new[h] = fmaxf(m_old[h], own[h]);
+}
+
+// P against m_new, quantized, in place of S in Pw; each head's row sum as the reference adds it.
+template <int H>
+__device__ __forceinline__ void quantize_p(const FastParams& p, float* Pw, int ps, float* Tw, int bc, int lane, const float (&m_new)[H],
+                                           float (&row_sum)[H]) {
+  float part[H];
+#pragma unroll
+  for (int h = 0; h < H; ++h) part[h] = 0.0f;
+  {
+    const PRound pr = p.pr;  // in registers: the loop's shared-memory stores would otherwise reload them
+    const float p_mult = p.p_mult;
+    const bool quantized_sum = p.denominator_quantized, exact_sum = p.row_sum_exact;
+    const auto quantize = [&](auto kind) {  // P's rounding chosen once a tile, not per score
+      for (int jj = lane; jj < bc; jj += kWaveSize) {
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          const float s = Pw[h * ps + jj];
+          const float pf = unnormalized_p(s, m_new[h]);
+          const float pq = round_p_as<decltype(kind)::value>(pr, pf * p_mult);
+          Pw[h * ps + jj] = pq;
+          const float term = quantized_sum ? pq : pf;
+          part[h] += term;
+          if (!exact_sum) Tw[h * bc + jj] = term;
+        }
+      }
+    };
+    with_p_round_kind(pr, quantize);
+  }
+  if (p.row_sum_exact) {
+#pragma unroll
+    for (int h = 0; h < H; ++h) row_sum[h] = wave_sum(part[h]);  // every partial sum exact: any order is the in-order sum
+  } else {
+    wave_sync();
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      float s = 0.0f;  // the emulator's order, key by key
+      for (int jj = 0; jj < bc; ++jj) s += Tw[h * bc + jj];
+      row_sum[h] = s;
+    }
+  }
+}
+
+// q8_0 / q4_0: the tile's V scales, key pairs interleaved in place: scale (2q + k, group g) moves to
+// half 2 (q vgroups + g) + k of the same pair's 4 vgroups bytes, so that P V reads a lane's two keys
+// of a span as one word, and no region beyond the copy's is needed (a separate scaled copy took 1 KB
+// a warp at d = 128: the difference between 10 and 12 warps an SM). Scales of keys from jhi on are
+// zeros (past a tile's rows they were never copied). Returns the tile's E, from the largest scale:
+// P 2^-E s < 2^kBRange.
+template <int kSpans>
+__device__ __forceinline__ int interleave_v_scales(const FastParams& p, const FastLayout& lay, unsigned char* buf, int bc, int jhi, int vgroups,
+                                                   int lane, int e_prev) {
+  std::uint16_t* vs16 = reinterpret_cast<std::uint16_t*>(buf + lay.v_scales);
+  std::uint32_t max_bits = 0;  // |s|'s bits: finite fp16 magnitudes order as their bits
+  for (int q = lane; 2 * q < bc; q += kWaveSize) {
+    std::uint32_t s0[kSpans], s1[kSpans];  // vgroups <= kSpans (v_group a multiple of kSpan)
+#pragma unroll
+    for (int g = 0; g < kSpans; ++g)
+      if (g < vgroups) {
+        s0[g] = 2 * q < jhi ? vs16[2 * q * vgroups + g] : 0u;
+        s1[g] = 2 * q + 1 < jhi ? vs16[(2 * q + 1) * vgroups + g] : 0u;
+        max_bits = max(max_bits, max(s0[g] & 0x7FFFu, s1[g] & 0x7FFFu));
+      }
+#pragma unroll
+    for (int g = 0; g < kSpans; ++g)
+      if (g < vgroups) {  // 16-bit stores, as the reads: no access of another type to order against
+        vs16[2 * (q * vgroups + g)] = static_cast<std::uint16_t>(s0[g]);
+        vs16[2 * (q * vgroups + g) + 1] = static_cast<std::uint16_t>(s1[g]);
+      }
+  }
+  const float smax = wave_max(decode_fp16_bits(max_bits));
+  const int e_tile = smax > 0.0f ? exponent_of_normal(smax) + 1 + p.p_exp - kBRange : e_prev;
+  wave_sync();
+  return e_tile;
+}
+
+// This warp's accumulators from its previous tile's max and power of two to this tile's (alpha
+// between the warp's tiles times 2^(e_prev - e_tile); that difference is at most 126 in size: E lies
+// in [p_exp - 38, p_exp + 1], inside [-126, 103] by plan_fast's bound, or is the initial 0).
+template <int H, int kSpans>
+__device__ __forceinline__ void rescale_acc(float (&acc)[kSpans][2][4], const float (&m_prev)[H], const float (&m_new)[H], int e_prev, int e_tile,
+                                            int t) {
+  const float to_tile = pow2_normal(e_prev - e_tile);
+  float f[H];
+#pragma unroll
+  for (int h = 0; h < H; ++h) f[h] = rescale_factor(m_prev[h], m_new[h]) * to_tile;
+  const float f0 = pick(f, 2 * t), f1 = pick(f, 2 * t + 1);
+#pragma unroll
+  for (int s = 0; s < kSpans; ++s)
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      acc[s][m][0] *= f0;
+      acc[s][m][1] *= f1;
+      acc[s][m][2] *= f0;
+      acc[s][m][3] *= f1;
+    }
+}
+
+// O += V^T P over the tile's keys, 16 at a time (lanes 0..31: a wave of 64 leaves its upper half idle).
+template <DecodeV VF, int D, int H>
+__device__ __forceinline__ void accumulate_pv(const FastParams& p, const FastLayout& lay, const unsigned char* buf, const float* Pw, int ps,
+                                              int jhi, int e_tile, int vgroups, const int (&span_group)[D / kSpan], int g, int t,
+                                              float (&acc)[D / kSpan][2][4]) {
+  constexpr int kSpans = D / kSpan;
+  constexpr bool kQ = VF != DecodeV::e4m3;
+  const unsigned char* vrows = buf + lay.v;
+  const int steps = (jhi + kStep - 1) / kStep;
+  const float p_unit = pow2_normal(-e_tile);  // |e_tile| <= 126 (plan_fast's bound on the multiplier)
+  const std::uint32_t* vs_pairs = reinterpret_cast<const std::uint32_t*>(buf + lay.v_scales);  // q8_0 / q4_0, interleaved
+#if defined(QATTN_GPU_CUDA)
+  const float* prow = Pw + (g < H ? g : 0) * ps;
+  const bool head_lane = g < H;
+  // The lane's V words of keys 2t and 2t + 1 per span: keys 2t + 8 and 2t + 9 sit kSwizzleRows
+  // rows later and step s's keys 16 s rows later at the same offsets (the layout repeats every
+  // kSwizzleRows rows), so a step's sixteen reads are constant offsets from eight addresses.
+  static_assert(kStep == 2 * kSwizzleRows, "keys 2t + {0, 1, 8, 9} of a step");
+  constexpr int kVRow = VF == DecodeV::q4_0 ? D / 2 : D;
+  const unsigned char* vk[kSpans][2];
+#pragma unroll
+  for (int s = 0; s < kSpans; ++s)
+#pragma unroll
+    for (int k = 0; k < 2; ++k) vk[s][k] = vrows + v_word_offset<VF, D>(2 * t + k, s, g);
+  for (int step = 0; step < steps; ++step) {
+    const int k0 = step * kStep + 2 * t;
+    const int row0 = step * kStep * kVRow;
+    float2 pa = head_lane ? *reinterpret_cast<const float2*>(prow + k0) : make_float2(0.0f, 0.0f);
+    float2 pb = head_lane ? *reinterpret_cast<const float2*>(prow + k0 + 8) : make_float2(0.0f, 0.0f);
+    std::uint32_t bhi[2] = {0, 0}, blo[2] = {0, 0};
+    if constexpr (kQ) {  // P 2^-E: exact (a power of two), so P 2^-E s below rounds once, as P (s 2^-E)
+      pa = make_float2(pa.x * p_unit, pa.y * p_unit);
+      pb = make_float2(pb.x * p_unit, pb.y * p_unit);
+    } else {
+      if (p.p_exact) {
+        bhi[0] = pack_f16x2(pa.x, pa.y);
+        bhi[1] = pack_f16x2(pb.x, pb.y);
+      } else {
+        split_f16x2(pa.x * p_unit, pa.y * p_unit, bhi[0], blo[0]);
+        split_f16x2(pb.x * p_unit, pb.y * p_unit, bhi[1], blo[1]);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kSpans; ++s) {
+      const std::uint32_t w0 = v_word_at<VF>(vk[s][0] + row0), w1 = v_word_at<VF>(vk[s][1] + row0);
+      const std::uint32_t w8 = v_word_at<VF>(vk[s][0] + row0 + kSwizzleRows * kVRow), w9 = v_word_at<VF>(vk[s][1] + row0 + kSwizzleRows * kVRow);
+      if constexpr (kQ) {
+        const float2 sa = unpack_f16x2(vs_pairs[(k0 / 2) * vgroups + span_group[s]]);
+        const float2 sb = unpack_f16x2(vs_pairs[(k0 / 2 + kStep / 4) * vgroups + span_group[s]]);
+        split_f16x2(pa.x * sa.x, pa.y * sa.y, bhi[0], blo[0]);
+        split_f16x2(pb.x * sb.x, pb.y * sb.y, bhi[1], blo[1]);
+      }
+      std::uint32_t v01[4], v89[4];
+      widen_keys<VF>(w0, w1, v01);
+      widen_keys<VF>(w8, w9, v89);
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const std::uint32_t a[4] = {v01[2 * m], v01[2 * m + 1], v89[2 * m], v89[2 * m + 1]};
+        mma_f16_m16n8k16(acc[s][m], a, bhi);
+        if (kQ || !p.p_exact) mma_f16_m16n8k16(acc[s][m], a, blo);
+      }
+    }
+  }
+#else
+  // The same sums as fp32 FMAs: lane (g, t) reads every key of its channels and heads.
+  const int h0 = 2 * t, h1 = 2 * t + 1;
+  for (int j = 0; j < steps * kStep; ++j) {
+    const float p0 = h0 < H ? Pw[h0 * ps + j] : 0.0f, p1 = h1 < H ? Pw[h1 * ps + j] : 0.0f;
+#pragma unroll
+    for (int s = 0; s < kSpans; ++s) {
+      const float2 sj = kQ ? unpack_f16x2(vs_pairs[(j / 2) * vgroups + span_group[s]]) : make_float2(1.0f, 1.0f);
+      const float unit = j % 2 == 0 ? sj.x : sj.y;
+      const float b0 = p0 * p_unit * unit, b1 = p1 * p_unit * unit;
+      const std::uint32_t w = v_word<VF, D>(vrows, j, s, g);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float v = VF == DecodeV::e4m3 ? decode_e4m3_bits((w >> (8 * c)) & 0xFFu)
+                        : VF == DecodeV::q8_0 ? static_cast<float>(static_cast<std::int8_t>((w >> (8 * c)) & 0xFFu))
+                                              : decode_int4_bits((w >> (4 * c)) & 0xFu);
+        float* r = acc[s][c / 2] + 2 * (c % 2);
+        r[0] = fmaf(v, b0, r[0]);
+        r[1] = fmaf(v, b1, r[1]);
+      }
+    }
+  }
+#endif
+}
+
+// The warps' sums to the split's max, added in warp order through shared memory (the regions, idle
+// now), and the split's m and l.
+template <DecodeV VF, int D, int H>
+__device__ __forceinline__ void write_split(const FastParams& p, float* red, const float (&acc)[D / kSpan][2][4], const float (&m_prev)[H],
+                                            int e_prev, const float (&m_final)[H], const float (&l_final)[H], bool pv_lane, int warp,
+                                            int g, int t, int tid, int nt, long bkh, long bh0, int split) {
+  constexpr int kSpans = D / kSpan;
+  const int W = p.lay.warps;
+  if (pv_lane) {
+    float f[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h) f[h] = m_prev[h] == -INFINITY ? 0.0f : ldexpf(exp2f(m_prev[h] - m_final[h]), e_prev);
+#pragma unroll
+    for (int s = 0; s < kSpans; ++s)
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int h = 2 * t + r % 2, c = kSpan * s + 4 * g + 2 * m + r / 2;
+          if (h < H) red[(warp * H + h) * D + c] = acc[s][m][r] * pick(f, h);
+        }
+  }
+  __syncthreads();
+  for (int i = tid; i < H * D; i += nt) {
+    float o = 0.0f;
+    for (int w = 0; w < W; ++w) o += red[w * H * D + i];
+    if constexpr (VF == DecodeV::e4m3) o *= reinterpret_cast<const float*>(p.v_scales)[bkh * D + i % D];
+    p.part_o[((bh0 + i / D) * p.splits + split) * D + i % D] = o;
+  }
+  if (tid < H) {
+    const long slot = (bh0 + tid) * p.splits + split;
+    p.part_m[slot] = pick(m_final, tid);
+    p.part_l[slot] = pick(l_final, tid);
+  }
+}
 
 template <DecodeV VF, int D, int H>
 __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kernel(FastParams p) {
@@ -472,21 +752,6 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
     l_run[h] = 0.0f;
   }
 
-  // l through a round's tiles, as the reference chains it: l = alpha * l + row sum, tile by tile.
-  const auto chain_l = [&](int parity, int in_round) {
-    const float* round_sum = round_sum0 + parity * W * kMaxHeads;
-    const float* round_alpha = round_alpha0 + parity * W * kMaxHeads;
-#pragma unroll
-    for (int w = 0; w < kMaxWarps; ++w)
-      if (w < in_round) {
-        float alpha[H], sum[H];
-        load_heads(round_alpha + w * kMaxHeads, alpha);
-        load_heads(round_sum + w * kMaxHeads, sum);
-#pragma unroll
-        for (int h = 0; h < H; ++h) l_run[h] = alpha[h] * l_run[h] + sum[h];
-      }
-  };
-
   // Rounds of W tiles, tile r0 + w to warp w. One block barrier a round, after the tiles' maxima:
   // each warp then chains l through the previous round's tiles (their row sums were written before
   // it) and takes the running max through its own tile, in tile order. The round arrays alternate by
@@ -496,292 +761,57 @@ __global__ void __launch_bounds__(kMaxWarps * kWaveSize) decode_fast_split_kerne
   int parity = 0;
   for (int r0 = 0, slot = 0; r0 < tiles; r0 += W, slot = slot + 1 == stages ? 0 : slot + 1, parity ^= 1) {
     const int i = r0 + warp, in_round = min(W, tiles - r0);
-    float* const round_max = round_max0 + parity * W * kMaxHeads;
-    float* const round_sum = round_sum0 + parity * W * kMaxHeads;
-    float* const round_alpha = round_alpha0 + parity * W * kMaxHeads;
+    float* const maxima = round_max0 + parity * W * kMaxHeads;
+    float* const sums = round_sum0 + parity * W * kMaxHeads;
+    float* const alphas = round_alpha0 + parity * W * kMaxHeads;
     const bool active = i < tiles;
     unsigned char* const buf = region + slot * lay.tile_bytes;
     const int j0 = (st.ta + i) * bc;
     const int jlo = max(st.lo - j0, 0), jhi = min(st.hi - j0, bc);
 
-    // S = Q K^T, the tile's max per head.
-    if (active) {
+    if (active) {  // S = Q K^T, the tile's max per head
       wait_tile_part();
       float tmax[H];
-#pragma unroll
-      for (int h = 0; h < H; ++h) tmax[h] = -INFINITY;
-      for (int ja = lane; ja < bc; ja += 2 * kWaveSize) {
-        const int jb = ja + kWaveSize;
-        float sa[H], sb[H];
-        score_two_keys<D, H>(p, lay, qs, qsc, buf, ja, jb, ja >= jlo && ja < jhi, jb >= jlo && jb < jhi, sa, sb);
-#pragma unroll
-        for (int h = 0; h < H; ++h) {
-          Pw[h * ps + ja] = sa[h];
-          tmax[h] = fmaxf(tmax[h], sa[h]);
-          if (jb < bc) {
-            Pw[h * ps + jb] = sb[h];
-            tmax[h] = fmaxf(tmax[h], sb[h]);
-          }
-        }
-      }
+      score_tile<D, H>(p, lay, qs, qsc, buf, bc, jlo, jhi, lane, Pw, ps, tmax);
       wave_sync();  // K read by every lane: its buffer may refill
       issue_k(i + stages * W, buf);
 #pragma unroll
       for (int h = 0; h < H; ++h) tmax[h] = wave_max(tmax[h]);
       if (lane == 0)
 #pragma unroll
-        for (int h = 0; h < H; ++h) round_max[warp * kMaxHeads + h] = tmax[h];
+        for (int h = 0; h < H; ++h) maxima[warp * kMaxHeads + h] = tmax[h];
     }
     __syncthreads();
-    if (r0 > 0) chain_l(parity ^ 1, W);  // every round but the last is full
-
-    // The running max before and after this warp's tile (read only by an active warp); m_run after
-    // the round. max is exact and order-free, so the tiles' maxima are folded in any order: the
-    // warps' rows unrolled (at most kMaxWarps), each row one vector read (the rolled loop over
-    // in_round with its per-warp selects took about 130 instructions a tile, ncu on the H200).
+    if (r0 > 0) chain_l<H>(round_sum0 + (parity ^ 1) * W * kMaxHeads, round_alpha0 + (parity ^ 1) * W * kMaxHeads, W, l_run);  // every round but the last is full
     float m_old[H], m_new[H];
-#pragma unroll
-    for (int h = 0; h < H; ++h) m_old[h] = m_run[h];
-#pragma unroll
-    for (int w = 0; w < kMaxWarps; ++w)
-      if (w < in_round) {
-        float x[H];
-        load_heads(round_max + w * kMaxHeads, x);
-#pragma unroll
-        for (int h = 0; h < H; ++h) {
-          if (w < warp) m_old[h] = fmaxf(m_old[h], x[h]);
-          m_run[h] = fmaxf(m_run[h], x[h]);
-        }
-      }
-    {
-      float own[H];
-      load_heads(round_max + min(warp, in_round - 1) * kMaxHeads, own);
-#pragma unroll
-      for (int h = 0; h < H; ++h) m_new[h] = fmaxf(m_old[h], own[h]);
-    }
+    fold_round_max<H>(maxima, in_round, warp, m_run, m_old, m_new);
     if (active) {
-
-      // P against m_new, quantized; the row sums as the reference adds them.
-      float part[H];
-#pragma unroll
-      for (int h = 0; h < H; ++h) part[h] = 0.0f;
-      {
-        const PRound pr = p.pr;  // in registers: the loop's shared-memory stores would otherwise reload them
-        const float p_mult = p.p_mult;
-        const bool quantized_sum = p.denominator_quantized, exact_sum = p.row_sum_exact;
-        const auto quantize = [&](auto kind) {  // P's rounding chosen once a tile, not per score
-          for (int jj = lane; jj < bc; jj += kWaveSize) {
-#pragma unroll
-            for (int h = 0; h < H; ++h) {
-              const float s = Pw[h * ps + jj];
-              const float pf = unnormalized_p(s, m_new[h]);
-              const float pq = round_p_as<decltype(kind)::value>(pr, pf * p_mult);
-              Pw[h * ps + jj] = pq;
-              const float term = quantized_sum ? pq : pf;
-              part[h] += term;
-              if (!exact_sum) Tw[h * bc + jj] = term;
-            }
-          }
-        };
-        with_p_round_kind(pr, quantize);
-      }
       float row_sum[H];
-      if (p.row_sum_exact) {
-#pragma unroll
-        for (int h = 0; h < H; ++h) row_sum[h] = wave_sum(part[h]);  // every partial sum exact: any order is the in-order sum
-      } else {
-        wave_sync();
-#pragma unroll
-        for (int h = 0; h < H; ++h) {
-          float s = 0.0f;  // the emulator's order, key by key
-          for (int jj = 0; jj < bc; ++jj) s += Tw[h * bc + jj];
-          row_sum[h] = s;
-        }
-      }
-
+      quantize_p<H>(p, Pw, ps, Tw, bc, lane, m_new, row_sum);
       if (lane == 0)
 #pragma unroll
         for (int h = 0; h < H; ++h) {
-          round_sum[warp * kMaxHeads + h] = row_sum[h];
-          round_alpha[warp * kMaxHeads + h] = rescale_factor(m_old[h], m_new[h]);
+          sums[warp * kMaxHeads + h] = row_sum[h];
+          alphas[warp * kMaxHeads + h] = rescale_factor(m_old[h], m_new[h]);
         }
-
-      // This warp's accumulators, from its previous tile's max (and power of two) to this tile's.
       wait_tile_part();  // V landed; P written by every lane
       int e_tile = e_fixed;
-      if constexpr (kQ) {
-        // The tile's V scales, key pairs interleaved in place: scale (2q + k, group g) moves to half
-        // 2 (q vgroups + g) + k of the same pair's 4 vgroups bytes, so that P V reads a lane's two
-        // keys of a span as one word, and no region beyond the copy's is needed (a separate scaled
-        // copy took 1 KB a warp at d = 128: the difference between 10 and 12 warps an SM). Scales of
-        // keys from jhi on are zeros (past a tile's rows they were never copied). E from the largest:
-        // P 2^-E s < 2^kBRange.
-        std::uint16_t* vs16 = reinterpret_cast<std::uint16_t*>(buf + lay.v_scales);
-        std::uint32_t max_bits = 0;  // |s|'s bits: finite fp16 magnitudes order as their bits
-        for (int q = lane; 2 * q < bc; q += kWaveSize) {
-          std::uint32_t s0[kSpans], s1[kSpans];  // vgroups <= kSpans (v_group a multiple of kSpan)
-#pragma unroll
-          for (int g = 0; g < kSpans; ++g)
-            if (g < vgroups) {
-              s0[g] = 2 * q < jhi ? vs16[2 * q * vgroups + g] : 0u;
-              s1[g] = 2 * q + 1 < jhi ? vs16[(2 * q + 1) * vgroups + g] : 0u;
-              max_bits = max(max_bits, max(s0[g] & 0x7FFFu, s1[g] & 0x7FFFu));
-            }
-#pragma unroll
-          for (int g = 0; g < kSpans; ++g)
-            if (g < vgroups) {  // 16-bit stores, as the reads: no access of another type to order against
-              vs16[2 * (q * vgroups + g)] = static_cast<std::uint16_t>(s0[g]);
-              vs16[2 * (q * vgroups + g) + 1] = static_cast<std::uint16_t>(s1[g]);
-            }
-        }
-        const float smax = wave_max(decode_fp16_bits(max_bits));
-        e_tile = smax > 0.0f ? exponent_of_normal(smax) + 1 + p.p_exp - kBRange : e_prev;
-        wave_sync();
-      }
-      if (i >= W) {  // a previous tile of this warp: rescale (alpha between this warp's tiles, and the power of two)
-        // e_prev - e_tile is at most 126 in size (E lies in [p_exp - 38, p_exp + 1], inside [-126, 103]
-        // by plan_fast's bound, or is the initial 0).
-        const float to_tile = pow2_normal(e_prev - e_tile);
-        float f[H];
-#pragma unroll
-        for (int h = 0; h < H; ++h) f[h] = rescale_factor(m_prev[h], m_new[h]) * to_tile;
-        const float f0 = pick(f, 2 * t), f1 = pick(f, 2 * t + 1);
-#pragma unroll
-        for (int s = 0; s < kSpans; ++s)
-#pragma unroll
-          for (int m = 0; m < 2; ++m) {
-            acc[s][m][0] *= f0;
-            acc[s][m][1] *= f1;
-            acc[s][m][2] *= f0;
-            acc[s][m][3] *= f1;
-          }
-      }
+      if constexpr (kQ) e_tile = interleave_v_scales<kSpans>(p, lay, buf, bc, jhi, vgroups, lane, e_prev);
+      if (i >= W) rescale_acc<H, kSpans>(acc, m_prev, m_new, e_prev, e_tile, t);  // a previous tile of this warp
 #pragma unroll
       for (int h = 0; h < H; ++h) m_prev[h] = m_new[h];
       e_prev = e_tile;
-
-      // O += V^T P over the tile's keys, 16 at a time.
-      const unsigned char* vrows = buf + lay.v;
-      const int steps = (jhi + kStep - 1) / kStep;
-      const float p_unit = pow2_normal(-e_tile);  // |e_tile| <= 126 (plan_fast's bound on the multiplier)
-      const std::uint32_t* vs_pairs = reinterpret_cast<const std::uint32_t*>(buf + lay.v_scales);  // q8_0 / q4_0, interleaved above
-#if defined(QATTN_GPU_CUDA)
-      if (pv_lane) {
-        const float* prow = Pw + (g < H ? g : 0) * ps;
-        const bool head_lane = g < H;
-        // The lane's V words of keys 2t and 2t + 1 per span: keys 2t + 8 and 2t + 9 sit kSwizzleRows
-        // rows later and step s's keys 16 s rows later at the same offsets (the layout repeats every
-        // kSwizzleRows rows), so a step's sixteen reads are constant offsets from eight addresses.
-        static_assert(kStep == 2 * kSwizzleRows, "keys 2t + {0, 1, 8, 9} of a step");
-        constexpr int kVRow = VF == DecodeV::q4_0 ? D / 2 : D;
-        const unsigned char* vk[kSpans][2];
-#pragma unroll
-        for (int s = 0; s < kSpans; ++s)
-#pragma unroll
-          for (int k = 0; k < 2; ++k) vk[s][k] = vrows + v_word_offset<VF, D>(2 * t + k, s, g);
-        for (int step = 0; step < steps; ++step) {
-          const int k0 = step * kStep + 2 * t;
-          const int row0 = step * kStep * kVRow;
-          float2 pa = head_lane ? *reinterpret_cast<const float2*>(prow + k0) : make_float2(0.0f, 0.0f);
-          float2 pb = head_lane ? *reinterpret_cast<const float2*>(prow + k0 + 8) : make_float2(0.0f, 0.0f);
-          std::uint32_t bhi[2] = {0, 0}, blo[2] = {0, 0};
-          if constexpr (kQ) {  // P 2^-E: exact (a power of two), so P 2^-E s below rounds once, as P (s 2^-E)
-            pa = make_float2(pa.x * p_unit, pa.y * p_unit);
-            pb = make_float2(pb.x * p_unit, pb.y * p_unit);
-          } else {
-            if (p.p_exact) {
-              bhi[0] = pack_f16x2(pa.x, pa.y);
-              bhi[1] = pack_f16x2(pb.x, pb.y);
-            } else {
-              split_f16x2(pa.x * p_unit, pa.y * p_unit, bhi[0], blo[0]);
-              split_f16x2(pb.x * p_unit, pb.y * p_unit, bhi[1], blo[1]);
-            }
-          }
-#pragma unroll
-          for (int s = 0; s < kSpans; ++s) {
-            const std::uint32_t w0 = v_word_at<VF>(vk[s][0] + row0), w1 = v_word_at<VF>(vk[s][1] + row0);
-            const std::uint32_t w8 = v_word_at<VF>(vk[s][0] + row0 + kSwizzleRows * kVRow), w9 = v_word_at<VF>(vk[s][1] + row0 + kSwizzleRows * kVRow);
-            if constexpr (kQ) {
-              const float2 sa = unpack_f16x2(vs_pairs[(k0 / 2) * vgroups + span_group[s]]);
-              const float2 sb = unpack_f16x2(vs_pairs[(k0 / 2 + kStep / 4) * vgroups + span_group[s]]);
-              split_f16x2(pa.x * sa.x, pa.y * sa.y, bhi[0], blo[0]);
-              split_f16x2(pb.x * sb.x, pb.y * sb.y, bhi[1], blo[1]);
-            }
-            std::uint32_t v01[4], v89[4];
-            widen_keys<VF>(w0, w1, v01);
-            widen_keys<VF>(w8, w9, v89);
-#pragma unroll
-            for (int m = 0; m < 2; ++m) {
-              const std::uint32_t a[4] = {v01[2 * m], v01[2 * m + 1], v89[2 * m], v89[2 * m + 1]};
-              mma_f16_m16n8k16(acc[s][m], a, bhi);
-              if (kQ || !p.p_exact) mma_f16_m16n8k16(acc[s][m], a, blo);
-            }
-          }
-        }
-      }
-#else
-      if (pv_lane) {  // the same sums as fp32 FMAs: lane (g, t) reads every key of its channels and heads
-        const int h0 = 2 * t, h1 = 2 * t + 1;
-        for (int j = 0; j < steps * kStep; ++j) {
-          const float p0 = h0 < H ? Pw[h0 * ps + j] : 0.0f, p1 = h1 < H ? Pw[h1 * ps + j] : 0.0f;
-#pragma unroll
-          for (int s = 0; s < kSpans; ++s) {
-            const float2 sj = kQ ? unpack_f16x2(vs_pairs[(j / 2) * vgroups + span_group[s]]) : make_float2(1.0f, 1.0f);
-            const float unit = j % 2 == 0 ? sj.x : sj.y;
-            const float b0 = p0 * p_unit * unit, b1 = p1 * p_unit * unit;
-            const std::uint32_t w = v_word<VF, D>(vrows, j, s, g);
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              const float v = VF == DecodeV::e4m3 ? decode_e4m3_bits((w >> (8 * c)) & 0xFFu)
-                              : VF == DecodeV::q8_0 ? static_cast<float>(static_cast<std::int8_t>((w >> (8 * c)) & 0xFFu))
-                                                    : decode_int4_bits((w >> (4 * c)) & 0xFu);
-              float* r = acc[s][c / 2] + 2 * (c % 2);
-              r[0] = fmaf(v, b0, r[0]);
-              r[1] = fmaf(v, b1, r[1]);
-            }
-          }
-        }
-      }
-#endif
-
+      if (pv_lane) accumulate_pv<VF, D, H>(p, lay, buf, Pw, ps, jhi, e_tile, vgroups, span_group, g, t, acc);
       wave_sync();  // V and P read by every lane: the buffer may refill
       issue_v(i + stages * W, buf);
     }
   }
 
-  // The warps' sums to the split's max, added in warp order through shared memory (the regions, idle now).
   async_wait<0>();
   __syncthreads();
-  if (tiles > 0) chain_l(parity ^ 1, tiles - (tiles - 1) / W * W);  // the last round's tiles
-  const float(&m_final)[H] = m_run;
-  const float(&l_final)[H] = l_run;
-  float* red = reinterpret_cast<float*>(sm + lay.warps_at);  // [W][H][D]
-  if (pv_lane) {
-    float f[H];
-#pragma unroll
-    for (int h = 0; h < H; ++h) f[h] = m_prev[h] == -INFINITY ? 0.0f : ldexpf(exp2f(m_prev[h] - m_final[h]), e_prev);
-#pragma unroll
-    for (int s = 0; s < kSpans; ++s)
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int h = 2 * t + r % 2, c = kSpan * s + 4 * g + 2 * m + r / 2;
-          if (h < H) red[(warp * H + h) * D + c] = acc[s][m][r] * pick(f, h);
-        }
-  }
-  __syncthreads();
-  for (int i = tid; i < H * D; i += nt) {
-    float o = 0.0f;
-    for (int w = 0; w < W; ++w) o += red[w * H * D + i];
-    if constexpr (VF == DecodeV::e4m3) o *= reinterpret_cast<const float*>(p.v_scales)[bkh * D + i % D];
-    p.part_o[((bh0 + i / D) * p.splits + split) * D + i % D] = o;
-  }
-  if (tid < H) {
-    const long slot = (bh0 + tid) * p.splits + split;
-    p.part_m[slot] = pick(m_final, tid);
-    p.part_l[slot] = pick(l_final, tid);
-  }
+  if (tiles > 0) chain_l<H>(round_sum0 + (parity ^ 1) * W * kMaxHeads, round_alpha0 + (parity ^ 1) * W * kMaxHeads, tiles - (tiles - 1) / W * W, l_run);  // the last round's tiles
+  write_split<VF, D, H>(p, reinterpret_cast<float*>(sm + lay.warps_at), acc, m_prev, e_prev, m_run, l_run, pv_lane, warp, g, t, tid, nt, bkh, bh0,
+                        split);
 }
 
 // ---- host side ----

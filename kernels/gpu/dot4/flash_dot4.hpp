@@ -28,6 +28,9 @@
 
 namespace qattn::gpu {
 
+inline constexpr const char* kDot4KernelName = "flash_dot4";             // integer Q K^T by dot4
+inline constexpr const char* kDot4FloatKernelName = "flash_dot4/float";  // the same family, Q K^T of values
+
 enum class Dot4Qk : std::uint8_t {
   integer,  // q_codes / k_codes with q_scales / k_scales, int32 sums
   values,   // q_values / k_values, products summed by qk_acc
@@ -83,5 +86,14 @@ std::vector<int> dot4_logits(const Dot4Inputs& in, const std::vector<int>& h, co
 int dot4_wave_size();
 
 std::string device_name();
+
+// The family as dispatch's table sees it (dot4_family.cpp). Why it does not take the recipe's values
+// ("" when it does); its inputs, from the same quantizers the emulator uses; its launch (fills out
+// [Hq, rows, d], returns the kernel's name).
+std::string dot4_not_covered(const Problem& p, const Recipe& r);
+Dot4Inputs make_inputs(const Problem& p, const Recipe& r);
+const char* run_dot4(const Problem& p, const Recipe& r, std::vector<float>& out);
+// Why a one-wave-per-row family (dot4, integer) cannot take this head dim or key tile ("" if it can).
+std::string wave_shape_not_covered(int dim, int block_k, bool tiled);
 
 }  // namespace qattn::gpu

@@ -13,7 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/problem/problem.hpp"
+#include "kernels/recipe/recipe.hpp"
+
 namespace qattn::gpu {
+
+inline constexpr const char* kIntegerKernelName = "flash_integer";
 
 enum class IntegerSoftmax : std::uint8_t { qflash, shiftmax };
 
@@ -37,5 +42,11 @@ struct IntegerTuning {
 // Runs the kernel; returns [Hq, rows, d]. Throws std::invalid_argument on unsupported shapes and
 // std::runtime_error on a CUDA/HIP error.
 std::vector<float> flash_integer(const IntegerInputs& in, const IntegerTuning& tuning = {});
+
+// The family as dispatch's table sees it (integer_family.cpp): its rule ("" when it takes the
+// recipe's values), its inputs from the emulator's quantizers, its launch.
+std::string integer_not_covered(const Problem& p, const Recipe& r);
+IntegerInputs make_integer_inputs(const Problem& p, const Recipe& r);
+const char* run_integer(const Problem& p, const Recipe& r, std::vector<float>& out);
 
 }  // namespace qattn::gpu

@@ -19,7 +19,8 @@
 #include <string>
 
 #include "kernels/gpu/mma/flash_mma.hpp"
-#include "kernels/gpu/mma/mma_host.hpp"
+#include "kernels/gpu/bench/matrix_bench.hpp"  // bench_flash_*: random inputs
+#include "kernels/gpu/common/matrix_host.hpp"
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/common/fragment_rows.hpp"
 #include "kernels/gpu/common/output_format.hpp"
@@ -112,9 +113,82 @@ __device__ inline void load_stage(const Params& p, std::uint8_t* stage, int kh, 
 template <QkType QK, int D, int WARPS>
 inline constexpr int kMinBlocksPerSm = QK == QkType::int8 && D <= 128 && WARPS == 4 ? 3 : 1;
 
-// About 190 lines, past the project's 150: S = Q K^T, the online softmax and O += P V share the
-// fragments and the cp.async pipeline of one key loop, tuned to 168 registers (above); a split
-// into device functions must be measured on the H200 first (it is not yet).
+// Online softmax per row (two rows per lane): the running max m folded (alpha: O's and l's factor),
+// P = 2^(s - m) times its multiplier quantized against it into pa, the A fragments of the P V
+// product (P as two fp16 per word: e4m3 values are fp16 values), and l updated.
+template <PvType PV, int PV_CHUNKS, int TILES_PER_PV_CHUNK>
+__device__ __forceinline__ void softmax_to_p(const float (&s)[8][4], float (&m)[2], float (&l)[2], float (&alpha)[2], float p_mult,
+                                             bool denominator_quantized, std::uint32_t (&pa)[PV_CHUNKS][4]) {
+  fold_tile_max<8>(m, alpha, [&](int nt, int c) { return s[nt][c]; });
+  float ps[2] = {0.0f, 0.0f};  // this lane's share of the rows' sums
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float pf[2], pq[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = s[nt][2 * r + e];
+        pf[e] = unnormalized_p(x, m[r]);
+      }
+      std::uint32_t packed;
+      if constexpr (PV == PvType::e4m3) {
+        packed = widen_e4m3x2(pack_e4m3x2(pf[0] * p_mult, pf[1] * p_mult));
+        const float2 back = unpack_f16x2(packed);
+        pq[0] = back.x;
+        pq[1] = back.y;
+      } else {
+        packed = pack_f16x2(pf[0] * p_mult, pf[1] * p_mult);
+        const float2 back = unpack_f16x2(packed);
+        pq[0] = back.x;
+        pq[1] = back.y;
+      }
+      ps[r] += denominator_quantized ? pq[0] + pq[1] : pf[0] + pf[1];
+      // Key group nt (8 keys) is half of the A fragment of 16-key chunk nt / 2: word r + 2 (nt % 2).
+      pa[nt / TILES_PER_PV_CHUNK][r + 2 * (nt % TILES_PER_PV_CHUNK)] = packed;
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
+}
+
+// O = alpha O + P V, two groups of 8 channels at a time (ldmatrix: matrix m = channel group nc + m / 2).
+template <PvType PV, int D, int PV_CHUNKS, int V_ROW>
+__device__ __forceinline__ void accumulate_pv(float (&o)[D / 8][4], const float (&alpha)[2], const std::uint32_t (&pa)[PV_CHUNKS][4],
+                                              const std::uint8_t* vs, int lm, int lr) {
+#pragma unroll
+  for (int nc = 0; nc < D / 8; ++nc)
+#pragma unroll
+    for (int u = 0; u < 4; ++u) o[nc][u] *= alpha[u / 2];
+#pragma unroll
+  for (int nc = 0; nc < D / 8; nc += 2)
+#pragma unroll
+    for (int kc = 0; kc < PV_CHUNKS; kc += 2) {
+      std::uint32_t b0[4], b1[4];
+      load_matrix_x4(b0, vs + ((nc + lm / 2) * 8 + lr) * V_ROW + kc * 32 + (lm % 2) * 16);
+      load_matrix_x4(b1, vs + ((nc + lm / 2) * 8 + lr) * V_ROW + (kc + 1) * 32 + (lm % 2) * 16);
+      if constexpr (PV == PvType::e4m3) {
+        // One e4m3 m16n8k32 as the H200 runs it: two chained HMMAs from zero, one fp32 add.
+        float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_f16_m16n8k16(t0, pa[kc], b0);
+        mma_f16_m16n8k16(t1, pa[kc], b0 + 2);
+        mma_f16_m16n8k16(t0, pa[kc + 1], b1);
+        mma_f16_m16n8k16(t1, pa[kc + 1], b1 + 2);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          o[nc][u] += t0[u];
+          o[nc + 1][u] += t1[u];
+        }
+      } else {
+        mma_f16_m16n8k16(o[nc], pa[kc], b0);
+        mma_f16_m16n8k16(o[nc + 1], pa[kc], b0 + 2);
+        mma_f16_m16n8k16(o[nc], pa[kc + 1], b1);
+        mma_f16_m16n8k16(o[nc + 1], pa[kc + 1], b1 + 2);
+      }
+    }
+}
+
+// The kernel: per key tile (cp.async double buffer), S = Q K^T on mma.sync, the scores masked, the
+// online softmax to P (softmax_to_p), O = alpha O + P V (accumulate_pv); then O / l (store_rows).
 template <QkType QK, PvType PV, int D, int WARPS, bool LOGITS>
 __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) flash_mma_kernel(Params p) {
   using G = Stage<QK, PV, D>;
@@ -225,72 +299,10 @@ __global__ void __launch_bounds__(WARPS * 32, (kMinBlocksPerSm<QK, D, WARPS>)) f
         }
       }
 
-    // Online softmax per row (two rows per lane), P quantized against the running max.
     float alpha[2];
-    fold_tile_max<8>(m, alpha, [&](int nt, int c) { return s[nt][c]; });
-    // pa: P as A-operand fragments of the PV product; ps: this lane's share of the rows' sums.
     std::uint32_t pa[kPvChunks][4];
-    float ps[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float pf[2], pq[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float x = s[nt][2 * r + e];
-          pf[e] = unnormalized_p(x, m[r]);
-        }
-        std::uint32_t packed;  // P as two fp16 (e4m3 values are fp16 values)
-        if constexpr (PV == PvType::e4m3) {
-          packed = widen_e4m3x2(pack_e4m3x2(pf[0] * p.p_mult, pf[1] * p.p_mult));
-          const float2 back = unpack_f16x2(packed);
-          pq[0] = back.x;
-          pq[1] = back.y;
-        } else {
-          packed = pack_f16x2(pf[0] * p.p_mult, pf[1] * p.p_mult);
-          const float2 back = unpack_f16x2(packed);
-          pq[0] = back.x;
-          pq[1] = back.y;
-        }
-        ps[r] += p.denominator_quantized ? pq[0] + pq[1] : pf[0] + pf[1];
-        // Key group nt (8 keys) is half of the A fragment of 16-key chunk nt / 2: word r + 2 (nt % 2).
-        pa[nt / kTilesPerPvChunk][r + 2 * (nt % kTilesPerPvChunk)] = packed;
-      }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
-
-    // O += P V, two groups of 8 channels at a time (ldmatrix: matrix m = channel group nc + m / 2).
-#pragma unroll
-    for (int nc = 0; nc < D / 8; ++nc)
-#pragma unroll
-      for (int u = 0; u < 4; ++u) o[nc][u] *= alpha[u / 2];
-#pragma unroll
-    for (int nc = 0; nc < D / 8; nc += 2)
-#pragma unroll
-      for (int kc = 0; kc < kPvChunks; kc += 2) {
-        std::uint32_t b0[4], b1[4];
-        load_matrix_x4(b0, vs + ((nc + lm / 2) * 8 + lr) * G::kVRow + kc * 32 + (lm % 2) * 16);
-        load_matrix_x4(b1, vs + ((nc + lm / 2) * 8 + lr) * G::kVRow + (kc + 1) * 32 + (lm % 2) * 16);
-        if constexpr (PV == PvType::e4m3) {
-          // One e4m3 m16n8k32 as the H200 runs it: two chained HMMAs from zero, one fp32 add.
-          float t0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, t1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          mma_f16_m16n8k16(t0, pa[kc], b0);
-          mma_f16_m16n8k16(t1, pa[kc], b0 + 2);
-          mma_f16_m16n8k16(t0, pa[kc + 1], b1);
-          mma_f16_m16n8k16(t1, pa[kc + 1], b1 + 2);
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            o[nc][u] += t0[u];
-            o[nc + 1][u] += t1[u];
-          }
-        } else {
-          mma_f16_m16n8k16(o[nc], pa[kc], b0);
-          mma_f16_m16n8k16(o[nc + 1], pa[kc], b0 + 2);
-          mma_f16_m16n8k16(o[nc], pa[kc + 1], b1);
-          mma_f16_m16n8k16(o[nc + 1], pa[kc + 1], b1 + 2);
-        }
-      }
+    softmax_to_p<PV, kPvChunks, kTilesPerPvChunk>(s, m, l, alpha, p.p_mult, p.denominator_quantized, pa);
+    accumulate_pv<PV, D, kPvChunks, G::kVRow>(o, alpha, pa, vs, lm, lr);
     __syncthreads();  // the next iteration's prefetch overwrites this stage
   }
   if constexpr (!LOGITS) {  // the logits hook returned after its first tile
@@ -342,7 +354,7 @@ void launch(QkType qk, PvType pv, const Params& p, int dim, int warps) {
   return launch_dim<QkType::fp16, PvType::fp16, LOGITS>(p, dim, warps);
 }
 
-// Device copies of MmaInputs in the layouts of Params (mma_host.hpp): V^T in fp16.
+// Device copies of MmaInputs in the layouts of Params (common/matrix_host.hpp): V^T in fp16.
 struct DeviceInputs : MatrixDeviceInputs<Params> {
   explicit DeviceInputs(const MmaInputs& in) : MatrixDeviceInputs<Params>(in, VtElement::fp16, "flash_mma") {}
 };

@@ -9,7 +9,7 @@
 #include "kernels/formats/numeric_failure.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/quantizer.hpp"
-#include "kernels/gpu/mma/flash_mma.hpp"  // kMmaKeyTile
+#include "kernels/gpu/common/matrix_inputs.hpp"  // kMmaKeyTile
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/prepare/prepare.hpp"
 

@@ -41,7 +41,8 @@
 #include <utility>
 
 #include "kernels/gpu/wgmma/flash_wgmma.hpp"
-#include "kernels/gpu/mma/mma_host.hpp"
+#include "kernels/gpu/bench/matrix_bench.hpp"  // bench_flash_*: random inputs
+#include "kernels/gpu/common/matrix_host.hpp"
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/common/fragment_rows.hpp"
 #include "kernels/gpu/common/output_format.hpp"
@@ -168,11 +169,218 @@ struct Smem {
   static constexpr int kBytes = kBarrierOffset + kBarrierBytes;
 };
 
-// About 315 lines, past the project's 150: the producer warpgroup's TMA loop and the consumer
-// warpgroups' S = Q K^T, online softmax and O += P V share the mbarrier ring, the register budget
-// set by setmaxnreg and the turn protocol between consumers. Splitting it (FlashAttention-3's
-// mainloop / softmax / epilogue) is the next step of the speed work, to be measured on the H200;
-// not done yet.
+// The block's shared memory: Q, the ring of key tiles (K, V^T and K's scales per stage) and the
+// ring's mbarriers (q_full; full[s]: a stage's copies landed; empty[s]: every consumer released it).
+template <QkType QK, PvType PV, int D, int BC>
+struct Ring {
+  using G = Smem<QK, PV, D, BC>;
+  std::uint8_t* smem;
+  std::uint64_t *q_full, *full, *empty;
+  __device__ explicit Ring(std::uint8_t* s)
+      : smem(s), q_full(reinterpret_cast<std::uint64_t*>(s + G::kBarrierOffset)), full(q_full + 1), empty(full + G::kStages) {}
+  __device__ std::uint8_t* q() const { return smem; }
+  __device__ std::uint8_t* stage(int s) const { return smem + G::kQBytes + s * G::kStageBytes; }
+  // Stage `it` of the ring holds tile all.begin + it: waiting for its copies, releasing it. Each
+  // thread releases its own reads of the stage (the scales by ld.shared, wgmma's waited for), so
+  // that no lane's reads rely on another lane's arrival (racecheck flagged that: PERF.md).
+  __device__ void wait_full(int it) const { mbarrier_wait(&full[it % G::kStages], (it / G::kStages) & 1); }
+  __device__ void release(int it) const { mbarrier_arrive(&empty[it % G::kStages]); }
+};
+
+// ---- producer: one thread issues Q's copies, then each visible key tile's into the ring ----
+template <QkType QK, PvType PV, int D, int BC>
+__device__ __forceinline__ void produce(const TileMaps& maps, const float* k_scales, int np, const Ring<QK, PV, D, BC>& ring, KeyTiles all, int h,
+                                        int kh, int i0) {
+  using G = Smem<QK, PV, D, BC>;
+  using R = Roles<D, BC>;
+  mbarrier_arrive_expect_bytes(ring.q_full, G::kQBytes);  // rows past N arrive as zeros and count too
+  for (int x = 0; x < G::kQRow; x += kTmaBoxBytes) tma_load_box(ring.q() + x * R::kBm, &maps.q, x, i0, h, ring.q_full);
+  for (int t = all.begin, it = 0; t < all.end; ++t, ++it) {
+    const int s = it % G::kStages;
+    mbarrier_wait(&ring.empty[s], ((it / G::kStages) & 1) ^ 1);  // the consumers released this stage's last tile
+    std::uint8_t* st = ring.stage(s);
+    mbarrier_arrive_expect_bytes(&ring.full[s], G::kTileBytes);
+    for (int x = 0; x < G::kQRow; x += kTmaBoxBytes) tma_load_box(st + x * BC, &maps.k, x, t * BC, kh, &ring.full[s]);
+    for (int x = 0; x < G::kVRow; x += kTmaBoxBytes) tma_load_box(st + G::kKBytes + x * D, &maps.vt, t * G::kVRow + x, 0, kh, &ring.full[s]);
+    if constexpr (QK == QkType::int8)
+      bulk_load(st + G::kKBytes + G::kVBytes, k_scales + static_cast<long>(kh) * np + t * BC, G::kScaleBytes, &ring.full[s]);
+  }
+}
+
+// ---- mainloop pieces: S = Q K^T and O += P V on the tensor cores ----
+// S = Q K^T of the tile at sk: the instructions chained from zero, one group.
+template <QkType QK, int BC, int KQ_STEPS, int BM>
+__device__ __forceinline__ void issue_s(const std::uint8_t* my_q, const std::uint8_t* sk, typename Qk<QK>::Acc (&acc)[BC / 2]) {
+  using Acc = typename Qk<QK>::Acc;
+#pragma unroll
+  for (int x = 0; x < BC / 2; ++x) acc[x] = Acc(0);
+#pragma unroll
+  for (int x = 0; x < BC / 2; ++x) wgmma_fence_operand(acc[x]);
+  wgmma_fence();
+#pragma unroll
+  for (int st = 0; st < KQ_STEPS; ++st) {
+    const std::uint64_t da = tile_descriptor(my_q, BM, st), db = tile_descriptor(sk, BC, st);
+    if constexpr (QK == QkType::int8) wgmma_s8_ss<BC>(acc, da, db);
+    else if constexpr (QK == QkType::bf16) wgmma_bf16_ss<BC>(acc, da, db);
+    else wgmma_f16_ss<BC>(acc, da, db);
+  }
+  wgmma_commit_group();
+#pragma unroll
+  for (int x = 0; x < BC / 2; ++x) wgmma_fence_operand(acc[x]);
+}
+
+// acc += P V: the tile's instructions chained (P from registers, V^T at sv), one group.
+template <PvType PV, int D, int PV_STEPS>
+__device__ __forceinline__ void issue_pv(float (&acc)[D / 2], const std::uint32_t (&pa)[PV_STEPS][4], const std::uint8_t* sv) {
+#pragma unroll
+  for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
+  wgmma_fence();
+#pragma unroll
+  for (int st = 0; st < PV_STEPS; ++st) {
+    const std::uint64_t db = tile_descriptor(sv, D, st);
+    if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
+    else if constexpr (PV == PvType::bf16) wgmma_bf16_rs<D>(acc, pa[st], db);
+    else wgmma_f16_rs<D>(acc, pa[st], db);
+  }
+  wgmma_commit_group();
+}
+
+// ---- softmax pieces ----
+// The tile's scores in log2 units, masked keys -inf. Column col of S is key j0 + key_of_column(col).
+template <QkType QK, PvType PV, int BC>
+__device__ __forceinline__ void tile_scores(const typename Qk<QK>::Acc (&s_acc)[BC / 2], const float (&sqc)[2], const float* kscale, int j0,
+                                            const int (&row)[2], int r0, int n, bool causal, int window, int q4, float (&sc)[BC / 2]) {
+#pragma unroll
+  for (int x = 0; x < BC / 2; ++x) {
+    const int jb = x / 4, u = x % 4, jj = key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
+    if constexpr (QK == QkType::int8) {
+      sc[x] = static_cast<float>(s_acc[x]) * (sqc[u / 2] * kscale[jj]);
+    } else {
+      sc[x] = s_acc[x] * sqc[u / 2];
+    }
+  }
+  // Only tiles at an edge of N, the diagonal or the window have masked keys (one branch per tile
+  // rather than one per score).
+  if (j0 + BC > n || (causal && j0 + BC - 1 > r0) || window > 0) {
+#pragma unroll
+    for (int x = 0; x < BC / 2; ++x) {
+      const int jb = x / 4, u = x % 4, j = j0 + key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
+      if (!key_visible(row[u / 2], j, n, causal, window)) sc[x] = -INFINITY;
+    }
+  }
+}
+
+// Online softmax per row (two rows per lane): the running max m folded (alpha: O's and l's factor),
+// P = 2^(s - m) quantized against it into pa, the A fragments of the P V instructions, and l
+// updated. e4m3: word w of step st holds 4 keys of row g + 8 (w % 2) from blocks 4 st + 2 (w / 2)
+// and + 1 (two codes each); fp16, bf16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
+// P's multiplier is a shift of the exponent: 2^(x - m + log2 mult) in place of 2^(x - m) mult, one
+// multiply less per score; the rounding of m - log2 mult moves P by about 2^-18 of itself, far
+// below an e4m3 or fp16 step (an exact 0 for the multipliers of 1).
+template <PvType PV, int BC, int PV_STEPS>
+__device__ __forceinline__ void softmax_to_p(const float (&sc)[BC / 2], float (&m)[2], float (&l)[2], float (&alpha)[2], float log2_mult,
+                                             bool quant_denom, std::uint32_t (&pa)[PV_STEPS][4]) {
+  constexpr int kBlocksPerStep = Pv<PV>::kKeysPerStep / 8;  // 8-column S blocks per P V instruction
+  fold_tile_max<BC / 8>(m, alpha, [&](int jb, int c) { return sc[4 * jb + c]; });
+  float ps[2] = {0.0f, 0.0f};  // this lane's share of the row sums
+  // A row with every key so far masked has m = -inf: subtracting 0 instead keeps 2^(-inf) = 0.
+  const float m_sub[2] = {(m[0] == -INFINITY ? 0.0f : m[0]) - log2_mult, (m[1] == -INFINITY ? 0.0f : m[1]) - log2_mult};
+#pragma unroll
+  for (int jb = 0; jb < BC / 8; ++jb)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float pf[2], pq[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = sc[4 * jb + 2 * r + e];
+        pf[e] = Pv<PV>::kSubnormalP ? exp2f(x - m_sub[r]) : exp2_flushed(x - m_sub[r]);
+      }
+      const int st = jb / kBlocksPerStep, in_step = jb % kBlocksPerStep;
+      if constexpr (PV == PvType::e4m3) {
+        const std::uint16_t codes = pack_e4m3x2(pf[0], pf[1]);
+        const float2 back = unpack_f16x2(widen_e4m3x2(codes));
+        pq[0] = back.x;
+        pq[1] = back.y;
+        std::uint32_t& w = pa[st][r + 2 * (in_step / 2)];
+        if (in_step % 2 == 0) w = codes;
+        else w |= static_cast<std::uint32_t>(codes) << 16;
+      } else {
+        // Rounded to nearest even, as the emulator rounds P to fp16 or bf16.
+        const std::uint32_t packed = PV == PvType::bf16 ? pack_bf16x2(pf[0], pf[1]) : pack_f16x2(pf[0], pf[1]);
+        const float2 back = PV == PvType::bf16 ? unpack_bf16x2(packed) : unpack_f16x2(packed);
+        pq[0] = back.x;
+        pq[1] = back.y;
+        pa[st][r + 2 * in_step] = packed;
+      }
+      ps[r] += quant_denom ? pq[0] + pq[1] : pf[0] + pf[1];
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
+  // P's packing is ordinary (non-volatile) code: keep it above the wgmma.fence that must follow it.
+#pragma unroll
+  for (int st = 0; st < PV_STEPS; ++st)
+#pragma unroll
+    for (int w = 0; w < 4; ++w) wgmma_fence_operand(pa[st][w]);
+}
+
+// ---- tile scheduling between consumers ----
+// Turns at the tensor cores (FlashAttention-3's ping-pong). A turn issues products: the first
+// tile's S, then per tile its P V and the next tile's S. Consumer c takes turn k after consumer
+// c - 1 has issued its turn k (the last consumer hands turn k + 1 back to the first), so that one
+// consumer's softmax runs while the next one's products do. Every consumer takes the block's most
+// turns, an idle one included. Turns are taken only where no consumer can wait on a stage that a
+// consumer blocked on its turn still holds: every consumer has tiles, all from the same first
+// one, their last ones at most one apart (full blocks, causal ones with two consumers, and some
+// window and ragged ones); and a consumer releases the tiles past its own before its idle turns.
+// Elsewhere (a consumer without rows, different first tiles, causal d = 64) the consumers run
+// free: the order of turns changes no bit.
+constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // the consumer waiting and the one before it
+constexpr int kTurnBarrier = 1;                       // consumer c waits on named barrier 1 + c
+template <bool ON, int CONSUMERS, int BC>
+struct Turns {
+  int consumer, max_turns = 0, turn = 0;
+  bool on = false;
+  __device__ Turns(int c, int i0, int n, bool causal, int window, KeyTiles all) : consumer(c) {
+    if constexpr (ON) {
+      int first_tile = 0, lo = 1 << 30, hi = 0;
+      on = true;
+      for (int k = 0; k < CONSUMERS; ++k) {
+        const int rc = i0 + k * kRowsPerConsumer;
+        const KeyTiles kc = key_tiles(rc, kRowsPerConsumer, n, causal, window, BC);
+        const int end = min(kc.end, all.end);
+        if (k == 0) first_tile = kc.begin;
+        on = on && rc < n && end > kc.begin && kc.begin == first_tile;
+        lo = min(lo, end);
+        hi = max(hi, end);
+      }
+      on = on && hi - lo <= 1;
+      max_turns = hi - first_tile + 1;
+      if (on && consumer == CONSUMERS - 1) named_barrier_arrive(kTurnBarrier, kTurnThreads);
+    }
+  }
+  __device__ void take() {
+    if constexpr (ON)
+      if (on) named_barrier_sync(kTurnBarrier + consumer, kTurnThreads);
+  }
+  __device__ void pass() {
+    if constexpr (ON) {
+      if (on && (consumer != CONSUMERS - 1 || turn != max_turns - 1)) named_barrier_arrive(kTurnBarrier + (consumer + 1) % CONSUMERS, kTurnThreads);
+      ++turn;
+    }
+  }
+  // The turns past this consumer's last tile.
+  __device__ void finish() {
+    if constexpr (ON)
+      while (on && turn < max_turns) {
+        take();
+        pass();
+      }
+  }
+};
+
+// The kernel: a producer warpgroup fills the ring (produce); each consumer warpgroup runs, per key
+// tile, S = Q K^T (issue_s), the online softmax to P (tile_scores, softmax_to_p), O = alpha O + P V
+// (issue_pv), in turns with the other consumers (Turns), then stores O / l (store_rows).
 // The LOGITS instantiation (a test hook) returns after the first product: the softmax below is
 // unreachable there by design (nvcc's warning 128).
 #pragma nv_diag_suppress 128
@@ -189,28 +397,22 @@ __global__ void __launch_bounds__(Roles<D, BC>::kThreads, 1) flash_wgmma_kernel(
     using G = Smem<QK, PV, D, BC>;
     using R = Roles<D, BC>;
     using Acc = typename Qk<QK>::Acc;
-    constexpr int kBc = BC;                                       // keys per tile
-    constexpr int kQkSteps = G::kQRow / kStepBytes;              // instructions per S tile
-    constexpr int kPvSteps = kBc / Pv<PV>::kKeysPerStep;        // instructions per P V tile
-    constexpr int kBlocksPerStep = Pv<PV>::kKeysPerStep / 8;     // 8-column S blocks per P V instruction
+    constexpr int kQkSteps = G::kQRow / kStepBytes;            // instructions per S tile
+    constexpr int kPvSteps = BC / Pv<PV>::kKeysPerStep;        // instructions per P V tile
     extern __shared__ __align__(1024) std::uint8_t smem[];
-    std::uint8_t* sq = smem;
-    std::uint64_t* q_full = reinterpret_cast<std::uint64_t*>(smem + G::kBarrierOffset);
-    std::uint64_t* full = q_full + 1;
-    std::uint64_t* empty = full + G::kStages;
-    const auto stage_at = [&](int s) { return smem + G::kQBytes + s * G::kStageBytes; };
+    const Ring<QK, PV, D, BC> ring(smem);
 
     const int block = p.reverse_blocks ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     const int h = blockIdx.y, kh = h / (p.hq / p.hkv);
     const int i0 = block * R::kBm;
-    KeyTiles all = key_tiles(i0, R::kBm, p.n, p.causal, p.window, kBc);  // every tile some row of the block sees
+    KeyTiles all = key_tiles(i0, R::kBm, p.n, p.causal, p.window, BC);  // every tile some row of the block sees
     if constexpr (LOGITS) all.end = min(all.end, all.begin + 1);
 
     if (threadIdx.x == 0) {
-      mbarrier_init(q_full, 1);
+      mbarrier_init(ring.q_full, 1);
       for (int s = 0; s < G::kStages; ++s) {
-        mbarrier_init(&full[s], 1);                         // the producer's arrival, with the copies' bytes
-        mbarrier_init(&empty[s], R::kConsumers * kWarpgroupThreads);  // every consumer thread's arrival
+        mbarrier_init(&ring.full[s], 1);                                  // the producer's arrival, with the copies' bytes
+        mbarrier_init(&ring.empty[s], R::kConsumers * kWarpgroupThreads);  // every consumer thread's arrival
       }
       mbarrier_init_fence();
     }
@@ -218,22 +420,8 @@ __global__ void __launch_bounds__(Roles<D, BC>::kThreads, 1) flash_wgmma_kernel(
 
     const int warpgroup = threadIdx.x / kWarpgroupThreads;
     if (warpgroup == 0) {
-      // ---- producer ----
       warpgroup_registers_down<R::kProducerRegisters>();
-      if (threadIdx.x != 0) return;
-      mbarrier_arrive_expect_bytes(q_full, G::kQBytes);  // rows past N arrive as zeros and count too
-      for (int x = 0; x < G::kQRow; x += kTmaBoxBytes) tma_load_box(sq + x * R::kBm, &maps.q, x, i0, h, q_full);
-      for (int t = all.begin, it = 0; t < all.end; ++t, ++it) {
-        const int s = it % G::kStages;
-        mbarrier_wait(&empty[s], ((it / G::kStages) & 1) ^ 1);  // the consumers released this stage's last tile
-        std::uint8_t* st = stage_at(s);
-        mbarrier_arrive_expect_bytes(&full[s], G::kTileBytes);
-        for (int x = 0; x < G::kQRow; x += kTmaBoxBytes) tma_load_box(st + x * kBc, &maps.k, x, t * kBc, kh, &full[s]);
-        for (int x = 0; x < G::kVRow; x += kTmaBoxBytes)
-          tma_load_box(st + G::kKBytes + x * D, &maps.vt, t * G::kVRow + x, 0, kh, &full[s]);
-        if constexpr (QK == QkType::int8)
-          bulk_load(st + G::kKBytes + G::kVBytes, p.k_scales + static_cast<long>(kh) * p.np + t * kBc, G::kScaleBytes, &full[s]);
-      }
+      if (threadIdx.x == 0) produce(maps, p.k_scales, p.np, ring, all, h, kh, i0);
       return;
     }
 
@@ -249,95 +437,26 @@ __global__ void __launch_bounds__(Roles<D, BC>::kThreads, 1) flash_wgmma_kernel(
     if constexpr (QK == QkType::int8)
 #pragma unroll
       for (int r = 0; r < 2; ++r) sqc[r] = row[r] < p.n ? p.q_scales[static_cast<long>(h) * p.n + row[r]] * p.c : 0.0f;
-    // P's multiplier as a shift of the exponent: 2^(x - m + log2 mult) in place of 2^(x - m) mult, one
-    // multiply less per score; the rounding of m - log2 mult moves P by about 2^-18 of itself, far
-    // below an e4m3 or fp16 step (an exact 0 for the multipliers of 1).
     const float log2_mult = p.log2_mult;
     const bool kQuantDenom = QK == QkType::int8 ? QUANT_DENOM : p.denominator_quantized;
-    KeyTiles mine = key_tiles(r0, kRowsPerConsumer, p.n, p.causal, p.window, kBc);  // version 1's tiles for these rows
+    KeyTiles mine = key_tiles(r0, kRowsPerConsumer, p.n, p.causal, p.window, BC);  // version 1's tiles for these rows
     if (r0 >= p.n) mine.end = mine.begin;  // a consumer of the last block may have no rows
-    const std::uint8_t* my_q = sq + consumer * kRowsPerConsumer * kTmaBoxBytes;
+    const std::uint8_t* my_q = ring.q() + consumer * kRowsPerConsumer * kTmaBoxBytes;
 
     float o[D / 2];
 #pragma unroll
     for (int x = 0; x < D / 2; ++x) o[x] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    // Stage `it` of the ring holds tile all.begin + it: waiting for its copies, releasing it.
-    const auto wait_full = [&](int it) { mbarrier_wait(&full[it % G::kStages], (it / G::kStages) & 1); };
-    // Each thread releases its own reads of the stage (the scales by ld.shared, wgmma's waited for),
-    // so that no lane's reads rely on another lane's arrival (racecheck flagged that: PERF.md).
-    const auto release = [&](int it) { mbarrier_arrive(&empty[it % G::kStages]); };
-    // S = Q K^T of the tile in stage `it`: kQkSteps chained instructions from zero, one group.
-    const auto issue_s = [&](int it, Acc(&acc)[kBc / 2]) {
-      const std::uint8_t* sk = stage_at(it % G::kStages);
-#pragma unroll
-      for (int x = 0; x < kBc / 2; ++x) acc[x] = Acc(0);
-#pragma unroll
-      for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(acc[x]);
-      wgmma_fence();
-#pragma unroll
-      for (int st = 0; st < kQkSteps; ++st) {
-        const std::uint64_t da = tile_descriptor(my_q, R::kBm, st), db = tile_descriptor(sk, kBc, st);
-        if constexpr (QK == QkType::int8) wgmma_s8_ss<kBc>(acc, da, db);
-        else if constexpr (QK == QkType::bf16) wgmma_bf16_ss<kBc>(acc, da, db);
-        else wgmma_f16_ss<kBc>(acc, da, db);
-      }
-      wgmma_commit_group();
-#pragma unroll
-      for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(acc[x]);
-    };
-
-    mbarrier_wait(q_full, 0);
+    mbarrier_wait(ring.q_full, 0);
     mine.end = min(mine.end, all.end);  // (the logits hook's producer copies one tile)
     int it = 0;
     for (int t = all.begin; t < min(mine.begin, all.end); ++t, ++it) {  // tiles only the other consumers see
-      wait_full(it);
-      release(it);
+      ring.wait_full(it);
+      ring.release(it);
     }
-    // Turns at the tensor cores (FlashAttention-3's ping-pong). A turn issues products: the first
-    // tile's S, then per tile its P V and the next tile's S. Consumer c takes turn k after consumer
-    // c - 1 has issued its turn k (the last consumer hands turn k + 1 back to the first), so that one
-    // consumer's softmax runs while the next one's products do. Every consumer takes the block's most
-    // turns, an idle one included. Turns are taken only where no consumer can wait on a stage that a
-    // consumer blocked on its turn still holds: every consumer has tiles, all from the same first
-    // one, their last ones at most one apart (full blocks, causal ones with two consumers, and some
-    // window and ragged ones); and a consumer releases the tiles past its own before its idle turns.
-    // Elsewhere (a consumer without rows, different first tiles, causal d = 64) the consumers run
-    // free: the order of turns changes no bit.
-    constexpr bool kPingPong = !LOGITS && R::kConsumers > 1;
-    constexpr int kTurnThreads = 2 * kWarpgroupThreads;  // the consumer waiting and the one before it
-    constexpr int kTurnBarrier = 1;                       // consumer c waits on named barrier 1 + c
-    int max_turns = 0, turn = 0;
-    bool turns_on = false;
-    if constexpr (kPingPong) {
-      int first_tile = 0, lo = 1 << 30, hi = 0;
-      turns_on = true;
-      for (int c = 0; c < R::kConsumers; ++c) {
-        const int rc = i0 + c * kRowsPerConsumer;
-        const KeyTiles kc = key_tiles(rc, kRowsPerConsumer, p.n, p.causal, p.window, kBc);
-        const int end = min(kc.end, all.end);
-        if (c == 0) first_tile = kc.begin;
-        turns_on = turns_on && rc < p.n && end > kc.begin && kc.begin == first_tile;
-        lo = min(lo, end);
-        hi = max(hi, end);
-      }
-      turns_on = turns_on && hi - lo <= 1;
-      max_turns = hi - first_tile + 1;
-      if (turns_on && consumer == R::kConsumers - 1) named_barrier_arrive(kTurnBarrier, kTurnThreads);
-    }
-    const auto take_turn = [&] {
-      if constexpr (kPingPong)
-        if (turns_on) named_barrier_sync(kTurnBarrier + consumer, kTurnThreads);
-    };
-    const auto pass_turn = [&] {
-      if constexpr (kPingPong) {
-        if (turns_on && (consumer != R::kConsumers - 1 || turn != max_turns - 1))
-          named_barrier_arrive(kTurnBarrier + (consumer + 1) % R::kConsumers, kTurnThreads);
-        ++turn;
-      }
-    };
-    Acc s_acc[kBc / 2];
+    Turns<!LOGITS && (R::kConsumers > 1), R::kConsumers, BC> turns(consumer, i0, p.n, p.causal, p.window, all);
+    Acc s_acc[BC / 2];
     // The first tile's S. With a wgmma or its wait under a branch here, ptxas (CUDA 13.0) serialized
     // wgmma (its warnings C7514-C7518, by variant), so a consumer without tiles issues one too
     // (discarded), on a stage that holds a tile and is not refilled while it reads. The products of
@@ -347,98 +466,34 @@ __global__ void __launch_bounds__(Roles<D, BC>::kThreads, 1) flash_wgmma_kernel(
     {
       // Before `it` only when every tile was released above: then no refill follows.
       const int first_it = min(it, all.end - all.begin - 1);
-      wait_full(first_it);
-      take_turn();
-      issue_s(first_it, s_acc);
-      pass_turn();
+      ring.wait_full(first_it);
+      turns.take();
+      issue_s<QK, BC, kQkSteps, R::kBm>(my_q, ring.stage(first_it % G::kStages), s_acc);
+      turns.pass();
     }
     for (int t = mine.begin; t < mine.end; ++t, ++it) {
-      const std::uint8_t* sv = stage_at(it % G::kStages) + G::kKBytes;
+      const std::uint8_t* sv = ring.stage(it % G::kStages) + G::kKBytes;
       const float* kscale = reinterpret_cast<const float*>(sv + G::kVBytes);
-      const int j0 = t * kBc;
       wgmma_wait_group<0>();  // this tile's S
 #pragma unroll
-      for (int x = 0; x < kBc / 2; ++x) wgmma_fence_operand(s_acc[x]);
+      for (int x = 0; x < BC / 2; ++x) wgmma_fence_operand(s_acc[x]);
 
       if constexpr (LOGITS) {
         if (block == 0 && consumer == 0 && warp == 0)
 #pragma unroll
-          for (int x = 0; x < kBc / 2; ++x) {
+          for (int x = 0; x < BC / 2; ++x) {
             const int jb = x / 4, u = x % 4, col = 8 * jb + 2 * q4 + (u % 2);
             std::int32_t bits;
             std::memcpy(&bits, &s_acc[x], 4);
-            p.logits[(g + 8 * (u / 2)) * kBc + key_of_column<PV>(col)] = bits;
+            p.logits[(g + 8 * (u / 2)) * BC + key_of_column<PV>(col)] = bits;
           }
         return;  // the producer copied this one tile only
       }
 
-      // Scores in log2 units. Column col of S is key j0 + key_of_column(col).
-      float sc[kBc / 2];
-#pragma unroll
-      for (int x = 0; x < kBc / 2; ++x) {
-        const int jb = x / 4, u = x % 4, jj = key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
-        if constexpr (QK == QkType::int8) {
-          sc[x] = static_cast<float>(s_acc[x]) * (sqc[u / 2] * kscale[jj]);
-        } else {
-          sc[x] = s_acc[x] * sqc[u / 2];
-        }
-      }
-      // Masked keys are -inf; only tiles at an edge of N, the diagonal or the window have any (one
-      // branch per tile rather than one per score).
-      if (j0 + kBc > p.n || (p.causal && j0 + kBc - 1 > r0) || p.window > 0) {
-#pragma unroll
-        for (int x = 0; x < kBc / 2; ++x) {
-          const int jb = x / 4, u = x % 4, j = j0 + key_of_column<PV>(8 * jb + 2 * q4 + (u % 2));
-          if (!key_visible(row[u / 2], j, p.n, p.causal, p.window)) sc[x] = -INFINITY;
-        }
-      }
-
-      // Online softmax per row (two rows per lane), P quantized against the running max.
-      float alpha[2];
-      fold_tile_max<kBc / 8>(m, alpha, [&](int jb, int c) { return sc[4 * jb + c]; });
-      // pa: P as the A fragments of the kPvSteps instructions; ps: this lane's share of the row sums.
-      // e4m3: word w of step st holds 4 keys of row g + 8 (w % 2) from blocks 4 st + 2 (w / 2) and
-      // + 1 (two codes each); fp16, bf16: word w holds 2 keys of block kBlocksPerStep st + w / 2.
+      float sc[BC / 2], alpha[2];
       std::uint32_t pa[kPvSteps][4];
-      float ps[2] = {0.0f, 0.0f};
-      // A row with every key so far masked has m = -inf: subtracting 0 instead keeps 2^(-inf) = 0.
-      const float m_sub[2] = {(m[0] == -INFINITY ? 0.0f : m[0]) - log2_mult, (m[1] == -INFINITY ? 0.0f : m[1]) - log2_mult};
-#pragma unroll
-      for (int jb = 0; jb < kBc / 8; ++jb)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float pf[2], pq[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float x = sc[4 * jb + 2 * r + e];
-            pf[e] = Pv<PV>::kSubnormalP ? exp2f(x - m_sub[r]) : exp2_flushed(x - m_sub[r]);
-          }
-          const int st = jb / kBlocksPerStep, in_step = jb % kBlocksPerStep;
-          if constexpr (PV == PvType::e4m3) {
-            const std::uint16_t codes = pack_e4m3x2(pf[0], pf[1]);
-            const float2 back = unpack_f16x2(widen_e4m3x2(codes));
-            pq[0] = back.x;
-            pq[1] = back.y;
-            std::uint32_t& w = pa[st][r + 2 * (in_step / 2)];
-            if (in_step % 2 == 0) w = codes;
-            else w |= static_cast<std::uint32_t>(codes) << 16;
-          } else {
-            // Rounded to nearest even, as the emulator rounds P to fp16 or bf16.
-            const std::uint32_t packed = PV == PvType::bf16 ? pack_bf16x2(pf[0], pf[1]) : pack_f16x2(pf[0], pf[1]);
-            const float2 back = PV == PvType::bf16 ? unpack_bf16x2(packed) : unpack_f16x2(packed);
-            pq[0] = back.x;
-            pq[1] = back.y;
-            pa[st][r + 2 * in_step] = packed;
-          }
-          ps[r] += kQuantDenom ? pq[0] + pq[1] : pf[0] + pf[1];
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) l[r] = alpha[r] * l[r] + ps[r];
-      // P's packing is ordinary (non-volatile) code: keep it above the wgmma.fence that must follow it.
-#pragma unroll
-      for (int st = 0; st < kPvSteps; ++st)
-#pragma unroll
-        for (int w = 0; w < 4; ++w) wgmma_fence_operand(pa[st][w]);
+      tile_scores<QK, PV, BC>(s_acc, sqc, kscale, t * BC, row, r0, p.n, p.causal, p.window, q4, sc);
+      softmax_to_p<PV, BC, kPvSteps>(sc, m, l, alpha, log2_mult, kQuantDenom, pa);
 
       // O = alpha O + P V. Once a row's max settles alpha is exactly 1 and x * 1 = x, so a warp
       // whose rows all have alpha = 1 skips the multiplies and changes no bit.
@@ -446,49 +501,35 @@ __global__ void __launch_bounds__(Roles<D, BC>::kThreads, 1) flash_wgmma_kernel(
 #pragma unroll
         for (int x = 0; x < D / 2; ++x) o[x] *= alpha[(x % 4) / 2];
       }
-      // acc += P V (kPvSteps chained instructions into the tile's own sum, or O itself), then the next
-      // tile's S, in one turn; P V is waited for, S left in flight.
+      // acc += P V (into the tile's own sum, or O itself), then the next tile's S, in one turn; P V
+      // is waited for, S left in flight. The last tile issues S once more on its own stage
+      // (discarded), not under a branch (above).
       float tile[D / 2];
       float(&acc)[D / 2] = PER_TILE ? tile : o;
       if constexpr (PER_TILE)
 #pragma unroll
         for (int x = 0; x < D / 2; ++x) tile[x] = 0.0f;
       const bool next = t + 1 < mine.end;
-      take_turn();
-#pragma unroll
-      for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
-      wgmma_fence();
-#pragma unroll
-      for (int st = 0; st < kPvSteps; ++st) {
-        const std::uint64_t db = tile_descriptor(sv, D, st);
-        if constexpr (PV == PvType::e4m3) wgmma_e4m3_rs<D>(acc, pa[st], db);
-        else if constexpr (PV == PvType::bf16) wgmma_bf16_rs<D>(acc, pa[st], db);
-        else wgmma_f16_rs<D>(acc, pa[st], db);
-      }
-      wgmma_commit_group();
-      // The last tile issues S once more on its own stage (discarded), not under a branch (above).
-      if (next) wait_full(it + 1);
-      issue_s(next ? it + 1 : it, s_acc);
-      pass_turn();
+      turns.take();
+      issue_pv<PV, D, kPvSteps>(acc, pa, sv);
+      if (next) ring.wait_full(it + 1);
+      issue_s<QK, BC, kQkSteps, R::kBm>(my_q, ring.stage((next ? it + 1 : it) % G::kStages), s_acc);
+      turns.pass();
       wgmma_wait_group<1>();
 #pragma unroll
       for (int x = 0; x < D / 2; ++x) wgmma_fence_operand(acc[x]);
       if constexpr (PER_TILE)
 #pragma unroll
         for (int x = 0; x < D / 2; ++x) o[x] += tile[x];  // one fp32 add per tile (nearest even)
-      if (next) release(it);  // this tile's products were waited for; the last tile's stage after its extra S
+      if (next) ring.release(it);  // this tile's products were waited for; the last tile's stage after its extra S
     }
     wgmma_wait_group<0>();
-    if (have) release(it - 1);
+    if (have) ring.release(it - 1);
     for (; it < all.end - all.begin; ++it) {  // tiles after this consumer's last
-      wait_full(it);
-      release(it);
+      ring.wait_full(it);
+      ring.release(it);
     }
-    if constexpr (kPingPong)
-      while (turns_on && turn < max_turns) {  // turns past this consumer's last tile
-        take_turn();
-        pass_turn();
-      }
+    turns.finish();
     if constexpr (!LOGITS) {
       // l sums P with its multiplier in either form (the multiplier is in the exponent above), so
       // l_mult is 1; passed at run time: with the constant, ptxas serialized the 16-bit Q K^T into-O
@@ -599,7 +640,7 @@ void check_built(const int* built, const char* what) {
                              "CMAKE_CUDA_ARCHITECTURES including 90a");
 }
 
-// Device copies of MmaInputs in the layouts of Params (mma_host.hpp): e4m3 V^T as e4m3 codes (the
+// Device copies of MmaInputs in the layouts of Params (common/matrix_host.hpp): e4m3 V^T as e4m3 codes (the
 // instruction's operand), fp16 V^T as fp16, bf16 as bf16.
 struct DeviceInputs : MatrixDeviceInputs<Params> {
   explicit DeviceInputs(const MmaInputs& in)

@@ -15,9 +15,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/gpu/mma/flash_mma.hpp"
+#include "kernels/gpu/common/matrix_inputs.hpp"
+#include "kernels/problem/problem.hpp"
+#include "kernels/recipe/recipe.hpp"
 
 namespace qattn::gpu {
+
+inline constexpr const char* kWgmmaKernelName = "flash_wgmma";  // sm_90a
 
 enum class WgmmaPvAcc : std::uint8_t { per_tile, into_o };
 
@@ -34,5 +38,13 @@ std::vector<std::int32_t> wgmma_logits(const MmaInputs& in, int h);
 // key_tile: 64 or 128.
 double bench_flash_wgmma(QkType qk, PvType pv, WgmmaPvAcc pv_acc, bool denominator_quantized, int key_tile, int batch, int q_heads,
                          int kv_heads, int tokens, int dim, bool causal, int reps);
+
+// The family as dispatch's table sees it (wgmma_family.cpp): its row of the matrix families' rule
+// ("" when it takes the recipe's values; built only with CUDA; it runs only where the build holds
+// sm_90a code and the GPU is a Hopper, else flash_wgmma throws), how its P V meets O for a covered
+// recipe (pv_acc's flush: per tile, or into O), and in the CUDA build its launch.
+std::string wgmma_not_covered(const Problem& p, const Recipe& r);
+WgmmaPvAcc wgmma_pv_acc(const Recipe& r);
+const char* run_wgmma(const Problem& p, const Recipe& r, std::vector<float>& out);
 
 }  // namespace qattn::gpu

@@ -1,13 +1,13 @@
 #pragma once
-// Host-side layouts the matrix families (flash_mma, flash_wgmma) read, built from MmaInputs, and
-// the benchmarks' random device inputs in the same layouts. Both families upload these; only the
+// Host-side layouts the matrix families (flash_mma, flash_wgmma) read, built from MmaInputs
+// (bench/matrix_bench.hpp: the benchmarks' random device inputs in the same layouts). Both families upload these; only the
 // element type of V^T differs (fp16 values for mma.sync's HMMAs, e4m3 codes for wgmma's e4m3, bf16
 // values for wgmma's bf16).
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "kernels/gpu/mma/flash_mma.hpp"
+#include "kernels/gpu/common/matrix_inputs.hpp"
 #include "kernels/gpu/common/platform.hpp"  // DeviceBuffers: this header is for .cu files
 
 namespace qattn::gpu {
@@ -44,15 +44,6 @@ std::vector<std::uint8_t> mma_v_transposed(const MmaInputs& in, int np, VtElemen
 // The rows `rows` of each head of a [heads][tokens][dim] output.
 std::vector<float> pick_rows(const std::vector<float>& all, int heads, int tokens, int dim, const std::vector<int>& rows);
 
-// Random device-resident inputs of a benchmark shape, in these layouts (bench_fill.hpp's data).
-struct RandomMmaDevice {
-  const std::uint8_t *q = nullptr, *k = nullptr, *vt = nullptr;
-  const float *q_scales = nullptr, *k_scales = nullptr, *v_scales = nullptr;  // q/k scales for int8 only
-  float* out = nullptr;
-  int np = 0;
-};
-RandomMmaDevice random_mma_device(DeviceBuffers& mem, QkType qk, PvType pv, VtElement vt, int hq, int hkv, int n, int dim);
-
 // The fields both families' Params hold under the same names: the problem's shape and softmax.
 template <typename Params>
 void set_shape(Params& p, int hq, int hkv, int n, int np, bool causal, int window, bool denominator_quantized, float c, float p_mult) {
@@ -71,20 +62,6 @@ void set_shape(Params& p, int hq, int hkv, int n, int np, bool causal, int windo
 template <typename Params>
 void set_shape(Params& p, const MmaInputs& in, int np) {
   set_shape(p, in.q_heads, in.kv_heads, in.tokens, np, in.causal, in.window, in.denominator_quantized, in.score_factor, in.p_multiplier);
-}
-
-// A benchmark's Params: random inputs of one shape, softmax scale 1/sqrt(d), P x 448 for e4m3 (1 for fp16 and bf16).
-template <typename Params>
-void set_bench(Params& p, const RandomMmaDevice& d, PvType pv, int hq, int hkv, int n, int dim, bool causal) {
-  p.q = d.q;
-  p.k = d.k;
-  p.vt = d.vt;
-  p.q_scales = d.q_scales;
-  p.k_scales = d.k_scales;
-  p.v_scales = d.v_scales;
-  p.out = d.out;
-  const float c = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))) * 1.44269504088896340736f;  // scale * log2(e)
-  set_shape(p, hq, hkv, n, d.np, causal, 0, true, c, pv == PvType::e4m3 ? 448.0f : 1.0f);
 }
 
 // Device copies of MmaInputs in these layouts, in a family's Params (V^T as `vt`).
