@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 #include "harness/experiment/aggregate.hpp"
 #include "harness/experiment/report_io.hpp"
@@ -80,9 +81,8 @@ void validate_bounds(const std::string& bounds_file, const json& b) {
   }
 }
 
-}  // namespace
-
-int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
+// The bounds file, its keys checked (every entry too, unless it is to be rewritten).
+json read_bounds(const std::string& bounds_file, bool update) {
   const json b = read_json_file(bounds_file, "bounds file");
   if (!b.is_object()) throw std::invalid_argument(bounds_file + ": expected a JSON object with experiment (or report), note, bounds");
   const bool from_report = b.contains("report");
@@ -99,18 +99,34 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
     throw std::invalid_argument(bounds_file + ": " + (from_report ? "report" : "experiment") + ": expected a path (string)");
   }
   if (!update) validate_bounds(bounds_file, b);
-  // Rows to check: a report folder as it is (qattn score's, or a run's), or the experiment recomputed.
-  fs::path results;
-  fs::path tmp;
+  return b;
+}
+
+// Rows to check: a report folder as it is (qattn score's, or a run's), or the experiment recomputed
+// into a temporary report (removed when the check ends).
+struct RowSource {
+  fs::path results, tmp;
+  RowSource() = default;
+  RowSource(const RowSource&) = delete;
+  RowSource(RowSource&& o) noexcept : results(std::move(o.results)), tmp(std::exchange(o.tmp, {})) {}
+  ~RowSource() {
+    std::error_code ec;
+    if (!tmp.empty()) fs::remove_all(tmp, ec);
+  }
+};
+
+RowSource rows_to_check(const std::string& bounds_file, const json& b, bool update, bool quiet) {
+  const bool from_report = b.contains("report");
+  RowSource src;
   if (from_report) {
-    results = fs::path(b["report"].get<std::string>()) / "results.jsonl";
-    if (!fs::is_regular_file(results)) {
-      throw std::invalid_argument(bounds_file + ": report: " + results.string() + " does not exist; expected a report folder written by qattn score or qattn run");
+    src.results = fs::path(b["report"].get<std::string>()) / "results.jsonl";
+    if (!fs::is_regular_file(src.results)) {
+      throw std::invalid_argument(bounds_file + ": report: " + src.results.string() + " does not exist; expected a report folder written by qattn score or qattn run");
     }
     // summary.md is the last file run and score write: without it the report was interrupted, and
     // bounds from it would cover only the units that exist.
-    if (update && !fs::is_regular_file(results.parent_path() / "summary.md")) {
-      throw std::invalid_argument(bounds_file + ": report: " + results.parent_path().string() +
+    if (update && !fs::is_regular_file(src.results.parent_path() / "summary.md")) {
+      throw std::invalid_argument(bounds_file + ": report: " + src.results.parent_path().string() +
                                   " is incomplete (no summary.md: the command that wrote it was interrupted); complete it (qattn run --resume, "
                                   "or score again) before storing bounds from it");
     }
@@ -123,8 +139,8 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
                                   ": no such file; expected the path of an experiment JSON file");
     }
     Experiment e = read_experiment(exp_file);
-    tmp = fs::temp_directory_path() / fmt::format("qattn-check-{}", ::getpid());
-    e.output = tmp.string();
+    src.tmp = fs::temp_directory_path() / fmt::format("qattn-check-{}", ::getpid());
+    e.output = src.tmp.string();
     RunOptions ro;
     ro.force = true;
     ro.quiet = quiet;
@@ -133,9 +149,14 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
     ro.summary = false;
     ro.command_line = "qattn check " + bounds_file;
     run_experiment(e, ro);
-    results = tmp / "results.jsonl";
+    src.results = src.tmp / "results.jsonl";
   }
 
+  return src;
+}
+
+// Per (recipe, layer, context): the rows' aggregate, each row checked as hostile input.
+std::map<std::string, Agg> aggregate_rows(const fs::path& results) {
   std::map<std::string, Agg> agg;  // recipe|layer|context
   std::ifstream log(results);
   int line_no = 0;
@@ -161,6 +182,11 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
     if (r.contains("kernel_vs_recipe_sqnr_db") && !r["kernel_vs_recipe_sqnr_db"].is_null()) a.own.add(parse_db(r["kernel_vs_recipe_sqnr_db"]));
   }
   log.close();
+  return agg;
+}
+
+// Per (recipe, layer, context): why a unit failed, when it did (failed.jsonl beside the rows).
+std::map<std::string, std::string> failed_units(const fs::path& results) {
   std::map<std::string, std::string> failed;  // recipe|layer|context -> why it has no rows
   if (std::ifstream fl(results.parent_path() / "failed.jsonl"); fl) {
     for (std::string line; std::getline(fl, line);) {
@@ -172,33 +198,38 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
       }
     }
   }
-  if (!tmp.empty()) fs::remove_all(tmp);
+  return failed;
+}
 
-  if (update) {
-    json out = {{b.contains("report") ? "report" : "experiment", from_report ? b["report"] : b["experiment"]},
-                {"note", fmt::format("mean over heads per recipe (or kernel), layer and context; sqnr_db_min = measured - {0} dB, "
-                                     "kl_max = measured x {1} + {2}, kernel_vs_recipe_db_min = measured - {0} dB",
-                                     kSqnrMarginDb, kKlMarginFactor, kKlMarginAbs)},
-                {"bounds", json::array()}};
-    for (const auto& [key, a] : agg) {
-      const auto p1 = key.find('|'), p2 = key.rfind('|');
-      json entry = {{"recipe", key.substr(0, p1)}, {"layer", report::layer_json(key.substr(p1 + 1, p2 - p1 - 1))}, {"context", std::stoi(key.substr(p2 + 1))},
-                    {"sqnr_db_min", std::round((a.sqnr.mean() - kSqnrMarginDb) * 100) / 100}};
-      if (a.kl_n > 0) entry["kl_max"] = a.kl / a.kl_n * kKlMarginFactor + kKlMarginAbs;
-      if (a.own.finite_count() > 0) {
-        entry["kernel_vs_recipe_db_min"] = std::round((a.own.mean_finite() - kSqnrMarginDb) * 100) / 100;
-      } else if (a.own.exact_count() > 0) {
-        entry["kernel_vs_recipe_db_min"] = "inf";  // bit-equal on every head: a single differing bit fails
-      }
-      out["bounds"].push_back(entry);
+// --update: the bounds file rewritten from the measured aggregates, each less its margin.
+void write_bounds(const std::string& bounds_file, const json& b, const std::map<std::string, Agg>& agg) {
+  const bool from_report = b.contains("report");
+  json out = {{b.contains("report") ? "report" : "experiment", from_report ? b["report"] : b["experiment"]},
+              {"note", fmt::format("mean over heads per recipe (or kernel), layer and context; sqnr_db_min = measured - {0} dB, "
+                                   "kl_max = measured x {1} + {2}, kernel_vs_recipe_db_min = measured - {0} dB",
+                                   kSqnrMarginDb, kKlMarginFactor, kKlMarginAbs)},
+              {"bounds", json::array()}};
+  for (const auto& [key, a] : agg) {
+    const auto p1 = key.find('|'), p2 = key.rfind('|');
+    json entry = {{"recipe", key.substr(0, p1)}, {"layer", report::layer_json(key.substr(p1 + 1, p2 - p1 - 1))}, {"context", std::stoi(key.substr(p2 + 1))},
+                  {"sqnr_db_min", std::round((a.sqnr.mean() - kSqnrMarginDb) * 100) / 100}};
+    if (a.kl_n > 0) entry["kl_max"] = a.kl / a.kl_n * kKlMarginFactor + kKlMarginAbs;
+    if (a.own.finite_count() > 0) {
+      entry["kernel_vs_recipe_db_min"] = std::round((a.own.mean_finite() - kSqnrMarginDb) * 100) / 100;
+    } else if (a.own.exact_count() > 0) {
+      entry["kernel_vs_recipe_db_min"] = "inf";  // bit-equal on every head: a single differing bit fails
     }
-    const std::string tmpfile = bounds_file + ".tmp";
-    std::ofstream(tmpfile) << out.dump(2) << "\n";
-    fs::rename(tmpfile, bounds_file);
-    fmt::print("check: wrote {} bounds to {}\n", out["bounds"].size(), bounds_file);
-    return 0;
+    out["bounds"].push_back(entry);
   }
+  const std::string tmpfile = bounds_file + ".tmp";
+  std::ofstream(tmpfile) << out.dump(2) << "\n";
+  fs::rename(tmpfile, bounds_file);
+  fmt::print("check: wrote {} bounds to {}\n", out["bounds"].size(), bounds_file);
+}
 
+// Each bound against the aggregates; every violation printed with what moved and by how much.
+int count_violations(const json& b, const std::map<std::string, Agg>& agg, const std::map<std::string, std::string>& failed) {
+  const bool from_report = b.contains("report");
   int violations = 0;
   const std::string source = from_report ? "the report's results" : "the experiment's results";
   for (std::size_t i = 0; i < b["bounds"].size(); ++i) {
@@ -254,6 +285,19 @@ int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
   }
   fmt::print("check: {} bounds, {} violation(s)\n", b["bounds"].size(), violations);
   return violations;
+}
+
+}  // namespace
+
+int check_bounds(const std::string& bounds_file, bool update, bool quiet) {
+  const json b = read_bounds(bounds_file, update);
+  const RowSource src = rows_to_check(bounds_file, b, update, quiet);
+  const std::map<std::string, Agg> agg = aggregate_rows(src.results);
+  if (update) {
+    write_bounds(bounds_file, b, agg);
+    return 0;
+  }
+  return count_violations(b, agg, failed_units(src.results));
 }
 
 }  // namespace qattn

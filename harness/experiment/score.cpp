@@ -104,7 +104,7 @@ std::vector<Unit> units_of(const ScoreOptions& opt, const DatasetInfo& info, con
 
 // One unit: the kernel against float64, the recipe's emulation against float64 and the kernel against
 // the emulation; its rows appended to results.jsonl (durably), its lines to the CSV and figure data.
-Line score_one(const Unit& u, const DatasetInfo& info, const fs::path& dir, std::string& csv, std::string& figure) {
+Line score_one(const Unit& u, const DatasetInfo& info, const fs::path& dir, std::string& csv, std::string& figure, std::vector<json>& rows) {
   SliceRequest req;
   req.tokens = u.context;
   LayerSlice slice = load_layer(info, u.layer, req);
@@ -173,6 +173,7 @@ Line score_one(const Unit& u, const DatasetInfo& info, const fs::path& dir, std:
       if (!recipe_failed.empty()) row["recipe_failed"] = recipe_failed;
     }
     lines += row.dump() + "\n";
+    rows.push_back(row);
     csv += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_text(u.layer), h, u.context, csv_text(u.kernel), csv_text(u.recipe_line), ref.rows.size(),
                        fields_cells(row, kKernel), fields_cells(row, kShort, "recipe_"), fields_cells(row, kShort, "kernel_vs_recipe_"));
     figure += fmt::format("{},{},{},{},{},{},{}\n", csv_text(u.layer), h, u.context, csv_text(u.kernel), fields_cells(row, {1, 0}),
@@ -236,7 +237,7 @@ std::vector<OutputsFile> read_outputs_of_dump(const DatasetInfo& info, const std
   return files;
 }
 
-void score_outputs(const ScoreOptions& opt) {
+std::vector<json> score_outputs(const ScoreOptions& opt) {
   check_options(opt);
   const DatasetInfo info = open_dataset(opt.dataset);
   const std::vector<OutputsFile> files = read_outputs_of_dump(info, opt.dataset, opt.outputs);
@@ -261,9 +262,10 @@ void score_outputs(const ScoreOptions& opt) {
   for (const Unit& u : units) total += cost(u);
   Progress progress(total, units.size(), !opt.progress);
   std::vector<Line> summary;
+  std::vector<json> rows;
   for (const Unit& u : units) {
     if (opt.between_units) opt.between_units();
-    summary.push_back(score_one(u, info, dir, csv, figure));
+    summary.push_back(score_one(u, info, dir, csv, figure, rows));
     progress.step(fmt::format("{} layer {} ctx {}: {} dB", u.kernel, u.layer, u.context, db_text(summary.back().k.pooled.error.sqnr_db)), cost(u));
   }
   write_atomic(dir / "results.csv", csv);
@@ -272,6 +274,7 @@ void score_outputs(const ScoreOptions& opt) {
   report.finish(summary_md(opt, info, dir, summary),
                 {.files = "summary.md, results.csv, results.jsonl, config.json, figures/", .figures = &kScore, .print = !opt.quiet,
                  .quiet_figures = opt.quiet});
+  return rows;
 }
 
 }  // namespace qattn

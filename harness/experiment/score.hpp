@@ -7,6 +7,7 @@
 // It writes a report folder (config.json, results.jsonl, results.csv, summary.md, figures/) that
 // `qattn check` can gate.
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ std::vector<OutputsFile> read_outputs_of_dump(const DatasetInfo& info, const std
 
 // Everything is checked (files, layers, heads, shapes, rows, contexts, recipes) before any work.
 // Throws std::invalid_argument or DatasetError with one message naming the file and field.
-void score_outputs(const ScoreOptions& opt);
+// Returns the rows of results.jsonl, as written (a value: callers need not read the file back).
+std::vector<nlohmann::json> score_outputs(const ScoreOptions& opt);
 
 }  // namespace qattn

@@ -309,6 +309,4 @@ def _score(fn, dump, *, layers, contexts, recipe, output, kernel, rows, seed, te
                 entries.append(entry)
             _core.write_outputs(path, name, entries, recipe=recipe_line, dtype="fp32", attrs=identity)
             files.append(path)
-        _core.score_files(dump, files, output, recipe="", force=True, quiet=quiet, progress=progress)
-    with open(os.path.join(output, "results.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()], files
+        return _core.score_files(dump, files, output, recipe="", force=True, quiet=quiet, progress=progress), files

@@ -488,8 +488,8 @@ def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
         # The same claim as `qattn run` and `qattn score`: the lock first, then (with --force or a
         # changed experiment) only the report's own files are removed; an evaluation always resumes.
         try:
-            held.append(_core.claim_report_folder(str(out), "replace" if ours and (force or changed) else "resume",
-                                                  "pass --force to start it over"))
+            replace = ours and (force or changed)
+            held.append(_core.claim_report_for(str(out), "model_eval", force=replace, resume=not replace))
         except ValueError as x:
             raise EvalError(str(x)) from None
 

@@ -165,6 +165,29 @@ void interrupt_check() {
   if (PyErr_CheckSignals() != 0) throw nb::python_error();
 }
 
+// A report row as Python values (what json.loads of its line gives): numbers, strings, None, lists, dicts.
+nb::object py_from_json(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return nb::none();
+    case nlohmann::json::value_t::boolean: return nb::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return nb::int_(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return nb::int_(j.get<std::uint64_t>());
+    case nlohmann::json::value_t::number_float: return nb::float_(j.get<double>());
+    case nlohmann::json::value_t::string: return nb::str(j.get_ref<const std::string&>().c_str(), j.get_ref<const std::string&>().size());
+    case nlohmann::json::value_t::array: {
+      nb::list l;
+      for (const auto& x : j) l.append(py_from_json(x));
+      return l;
+    }
+    case nlohmann::json::value_t::object: {
+      nb::dict d;
+      for (const auto& [k, v] : j.items()) d[nb::str(k.c_str(), k.size())] = py_from_json(v);
+      return d;
+    }
+    default: throw std::logic_error("py_from_json: a JSON value with no Python form");
+  }
+}
+
 nb::dict metrics_dict(const ErrorMetrics& m) {
   nb::dict d;
   for (const ErrorField& f : kErrorFields) d[f.name] = m.*f.value;
@@ -658,22 +681,21 @@ NB_MODULE(_core, m) {
     o.progress = progress;
     o.command_line = "qattn.score_files(" + dump + ", ... -> " + output + ")";
     o.between_units = interrupt_check;
-    nb::gil_scoped_release release;
-    score_outputs(o);
+    std::vector<nlohmann::json> rows;
+    {
+      nb::gil_scoped_release release;
+      rows = score_outputs(o);
+    }
+    nb::list out;
+    for (const nlohmann::json& r : rows) out.append(py_from_json(r));
+    return out;
   }, "dump"_a, "outputs"_a, "output"_a, "recipe"_a = "", "force"_a = false, "quiet"_a = true, "progress"_a = false,
-        "What `qattn score` does: score outputs files against the dump's float64 reference and the recipe's emulation into a report folder. quiet: no summary on stdout; progress: each unit and the ETA on stderr.");
+        "What `qattn score` does: score outputs files against the dump's float64 reference and the recipe's emulation into a report folder. "
+        "quiet: no summary on stdout; progress: each unit and the ETA on stderr. Returns the report's rows (results.jsonl's, as dicts).");
   nb::class_<report::FolderLock>(m, "ReportFolder", "A report folder held by this process (its lock, shared with the score_files calls inside).")
       .def("__enter__", [](report::FolderLock& l) -> report::FolderLock& { return l; }, nb::rv_policy::reference)
       .def("__exit__", [](nb::handle self, nb::args) { nb::inst_destruct(self); return false; },
            "Release the folder's lock.");
-  m.def("claim_report_folder", [](const std::string& path, const std::string& existing, const std::string& flags) {
-    const report::Existing e = existing == "refuse" ? report::Existing::refuse : existing == "resume" ? report::Existing::resume
-                             : existing == "replace"  ? report::Existing::replace
-                                                      : throw std::invalid_argument("existing: '" + existing + "'; expected 'refuse', 'resume' or 'replace'");
-    return report::claim_report_folder(path, e, flags).release();
-  }, "path"_a, "existing"_a, "flags"_a, nb::rv_policy::take_ownership,
-        "Make PATH this process's report folder (as `qattn run` and `qattn score` do): lock it, refuse or accept an existing one, "
-        "with 'replace' remove the report's own files (never outputs/). Use as a context manager.");
   m.def("claim_report_for", [](const std::string& path, const std::string& command, bool force, bool resume, bool resumable) {
     return report::claim_for(path, report::existing_for(command, force, resume, report::kPythonFlags), resumable, report::kPythonFlags).release();
   }, "path"_a, "command"_a, "force"_a, "resume"_a, "resumable"_a = true, nb::rv_policy::take_ownership,

@@ -167,23 +167,23 @@ def test_a_recipe_without_defined_outputs_is_reported_failed_not_nan(dump, qattn
 
 def test_an_end_to_end_report_is_a_report_folder_of_the_same_rules(tmp_path):
     """The end-to-end evaluation claims its folder as run and score do: its config makes the folder
-    a report, 'replace' removes the report's own files and its units/, and a user's file stays."""
+    a report, force removes the report's own files and its units/, and a user's file stays."""
     out = tmp_path / "e2e"
     (out / "units" / "c128" / "w0").mkdir(parents=True)
     (out / "units" / "c128" / "w0" / "fp32.npz").write_bytes(b"x")
     (out / "config.json").write_text(json.dumps({"schema": "qattn-model-eval/1", "experiment": {}, "provenance": {}}))
     (out / "results.jsonl").write_text("{}\n")
     (out / "notes.txt").write_text("mine")
-    with qattn._core.claim_report_folder(str(out), "replace", "pass --force"):
+    with qattn._core.claim_report_for(str(out), "test", force=True, resume=False):
         left = sorted(p.name for p in out.iterdir())
     assert left == [".lock", ".qattn-report", "figures", "notes.txt"], left
     other = tmp_path / "other"
     other.mkdir()
     (other / "data.csv").write_text("1,2\n")
     with pytest.raises(ValueError, match="is not a report folder qattn wrote"):
-        qattn._core.claim_report_folder(str(other), "replace", "pass --force")
+        qattn._core.claim_report_for(str(other), "test", force=True, resume=False)
     lock_only = tmp_path / "lock-only"
     lock_only.mkdir()
     (lock_only / ".lock").write_text("")
-    with qattn._core.claim_report_folder(str(lock_only), "resume", "pass --resume"):
+    with qattn._core.claim_report_for(str(lock_only), "test", force=False, resume=True):
         pass  # a claim that stopped before it wrote anything leaves a folder that is taken as empty

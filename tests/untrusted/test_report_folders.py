@@ -127,7 +127,7 @@ def test_a_second_thread_is_refused_like_a_second_process(dump, tmp_path):
     outputs_file(dump, outputs)
     rep = str(tmp_path / "rep")
     errors = []
-    with qattn._core.claim_report_folder(rep, "refuse", ""):
+    with qattn._core.claim_report_for(rep, "test", force=False, resume=False):
         qattn.score_files(dump, [outputs], rep, force=True)  # the same thread: shares the claim
 
         def other():
