@@ -41,8 +41,29 @@ def _registry():
 
 
 _m = _registry()
-MODELS, ModelError, load_model, prose_text, sha256_file, text_config = (
-    _m.MODELS, _m.ModelError, _m.load_model, _m.prose_text, _m.sha256_file, _m.text_config)
+MODELS, ModelError, load_model, load_local, prose_text, text_file, sha256_file, text_config = (
+    _m.MODELS, _m.ModelError, _m.load_model, _m.load_local, _m.prose_text, _m.text_file, _m.sha256_file, _m.text_config)
+
+
+def open_model(name, cache_dir):
+    """(tokenizer, model, provenance attrs) of --model: a registry name, a local Hugging Face
+    checkpoint directory, or a GGUF file."""
+    if name in MODELS:
+        tok, model, path = load_model(name, cache_dir)
+        return tok, model, {"model": MODELS[name]["title"], "weights": MODELS[name]["weights"],
+                            "gguf_file": f"{path.name} (sha256 {sha256_file(path)})"}
+    path = Path(name)
+    if path.is_dir():
+        tok, model, path = load_local(path)
+        title = getattr(model.config, "_name_or_path", "") or path.name
+        return tok, model, {"model": f"{title} ({model.config.model_type})",
+                            "weights": f"local checkpoint {path} (config.json sha256 {sha256_file(path / 'config.json')}), float32"}
+    if path.suffix == ".gguf" and path.is_file():
+        tok, model, path = load_model(None, cache_dir, gguf=path)
+        return tok, model, {"model": f"{path.stem} ({model.config.model_type})", "weights": f"GGUF {path}, dequantized to float32 by transformers + gguf",
+                            "gguf_file": f"{path.name} (sha256 {sha256_file(path)})"}
+    raise ModelError(f"--model {name!r}: expected a registry name ({', '.join(sorted(MODELS))}), a Hugging Face checkpoint "
+                     "directory (config.json + weights + tokenizer) or a .gguf file")
 
 STORAGE = {"fp16": np.float16, "fp32": np.float32}
 # Float32 attention against float64 on the same tensors: ~1e-7 relative per operation, sums over
@@ -86,7 +107,9 @@ def rel_l2(x, ref):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=sorted(MODELS), required=True)
+    ap.add_argument("--model", required=True,
+                    help=f"a registry name ({', '.join(sorted(MODELS))}), a Hugging Face checkpoint directory, or a .gguf file")
+    ap.add_argument("--text", default=None, help="a UTF-8 text file to read (default: Python's documentation topics)")
     ap.add_argument("--tokens", type=int, required=True, help="context length N")
     ap.add_argument("--layers", default="all", help="comma-separated layer indices, or 'all'")
     ap.add_argument("--dtype", choices=sorted(STORAGE), default="fp16", help="storage dtype")
@@ -113,8 +136,8 @@ def main():
     t0 = time.time()
 
     try:
-        tok, model, path = load_model(args.model, args.cache_dir)
-        text, text_source = prose_text()
+        tok, model, provenance = open_model(args.model, args.cache_dir)
+        text, text_source = text_file(args.text) if args.text else prose_text()
     except ModelError as e:
         die(str(e))
     cfg = text_config(model)
@@ -122,7 +145,7 @@ def main():
     layers = list(range(n_layers)) if args.layers == "all" else [int(x) for x in args.layers.split(",")]
     for layer in layers:
         if not 0 <= layer < n_layers:
-            die(f"--layers: layer {layer} is outside 0..{n_layers - 1} of {MODELS[args.model]['title']}")
+            die(f"--layers: layer {layer} is outside 0..{n_layers - 1} of {provenance['model']}")
     if getattr(cfg, "attn_logit_softcapping", None):
         die("the model soft-caps attention logits; schema 1 has no field for that")
     max_ctx = getattr(cfg, "max_position_embeddings", None)
@@ -194,9 +217,8 @@ def main():
         with h5py.File(tmp, "w") as f:
             a = f.attrs
             a["schema"] = "qattn-dump/1"
-            a["model"] = MODELS[args.model]["title"]
-            a["weights"] = MODELS[args.model]["weights"]
-            a["gguf_file"] = f"{path.name} (sha256 {sha256_file(path)})"
+            for key, value in provenance.items():
+                a[key] = value
             a["text_source"] = text_source
             a["n_tokens"] = np.int64(n)
             a["created_by"] = "datasets/dump/dump_qkv.py"

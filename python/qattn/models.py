@@ -1,4 +1,5 @@
 """The real models the lab reads, and the text they read: the package's registry (``qattn.models``),
+and a user's own checkpoint (a Hugging Face directory: ``load_local``),
 used by the end-to-end evaluation (qattn.model_eval) and by the dumper (datasets/dump/dump_qkv.py,
 which loads this file by its path, so it runs without a built package).
 
@@ -109,3 +110,59 @@ def load_model(model, cache_dir, attn_implementation="sdpa", gguf=None):
 def text_config(model):
     cfg = model.config
     return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+
+
+def attention_variant(cfg):
+    """(field, what) of the first attention variant in a transformers configuration that the lab does not
+    model yet, or None. Such a model is refused, naming the field, rather than dumped as plain attention."""
+    if getattr(cfg, "attn_logit_softcapping", None):
+        return "attn_logit_softcapping", f"soft-caps the attention logits (S' = c tanh(S / c), c = {cfg.attn_logit_softcapping})"
+    if getattr(cfg, "model_type", "") == "gpt_oss":
+        return "model_type", "gpt_oss adds a learned sink logit per head to the softmax's denominator"
+    v_dim = getattr(cfg, "v_head_dim", None)
+    qk_dim = (getattr(cfg, "qk_nope_head_dim", 0) or 0) + (getattr(cfg, "qk_rope_head_dim", 0) or 0) or getattr(cfg, "head_dim", None)
+    if v_dim and qk_dim and v_dim != qk_dim:
+        return "v_head_dim", f"has a value head dim ({v_dim}) unlike the query/key head dim ({qk_dim})"
+    if getattr(cfg, "model_type", "") == "bloom" or getattr(cfg, "alibi", False) or getattr(getattr(cfg, "attn_config", None), "alibi", False):
+        return "alibi" if getattr(cfg, "model_type", "") != "bloom" else "model_type", "adds ALiBi slopes to the attention logits"
+    if getattr(cfg, "attention_chunk_size", None):
+        return "attention_chunk_size", f"attends in chunks of {cfg.attention_chunk_size} tokens"
+    no_rope = getattr(cfg, "no_rope_layers", None)
+    if no_rope and any(x == 0 for x in no_rope):
+        return "no_rope_layers", "leaves RoPE out on some layers"
+    return None
+
+
+def load_local(directory, attn_implementation="sdpa"):
+    """(tokenizer, model, path): a Hugging Face checkpoint directory (config.json, safetensors or bin
+    weights, and a tokenizer) in float32, eval mode. ModelError names the file or configuration field
+    when the directory cannot be had or its attention has a variant the lab does not model."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(directory)
+    if not (path / "config.json").is_file():
+        raise ModelError(f"{path}: no config.json; expected a Hugging Face checkpoint directory (config.json + safetensors or bin weights)")
+    try:
+        cfg = AutoConfig.from_pretrained(str(path))
+    except (ValueError, OSError) as e:
+        raise ModelError(f"{path / 'config.json'}: transformers cannot read it: {str(e).splitlines()[0]}") from None
+    text_cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    variant = attention_variant(text_cfg)
+    if variant:
+        field, what = variant
+        raise ModelError(f"{path / 'config.json'}: {field}: the model {what}, which the lab does not model yet; refused rather than dumped as plain attention")
+    if not any((path / f).exists() for f in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
+        raise ModelError(f"{path}: no tokenizer (tokenizer.json, tokenizer.model or tokenizer_config.json); expected the checkpoint's tokenizer beside it")
+    tok = AutoTokenizer.from_pretrained(str(path))
+    try:
+        m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, attn_implementation=attn_implementation)
+    except OSError as e:
+        raise ModelError(f"{path}: the weights cannot be loaded: {str(e).splitlines()[0]}") from None
+    m.eval()
+    return tok, m, path
+
+
+def config_sha256(path):
+    """The SHA-256 of a checkpoint directory's config.json (what a dump records of a local model)."""
+    return sha256_file(Path(path) / "config.json")
