@@ -144,14 +144,10 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
       throw std::invalid_argument(std::string("recipe field '") + name + "' on this input (d = " + std::to_string(x.dim) + "): " + e.what());
     }
   };
-  // kvhead: Q's heads grouped by the KV head they share (Hq / Hkv of them); K's and V's heads are
-  // the KV heads, one each.
-  const auto grouped = [](OperandQuant oq, int heads_per_scale) {
-    if (!oq.unit_scale && oq.spec.granularity == Granularity::kvhead) oq.spec.block = heads_per_scale;
-    return oq;
-  };
+  // kvhead: Q's heads grouped by the KV head they share; K's and V's heads are the KV heads, one each.
+  const Recipe grouped = kv_groups_for(r, p.q.heads, p.k.heads);
   const auto rows_if = [&](const OperandQuant& oq) { return scaled_after_qk(r, oq) ? ScaleAfter::rows : ScaleAfter::none; };
-  pr.q = named("q", q, grouped(r.q, p.q.heads / p.k.heads), rows_if(r.q));
+  pr.q = named("q", q, grouped.q, rows_if(r.q));
   if (r.k_zero_q_sum) {
     const int d = q.dim, g = pr.q.groups, gs = d / g;
     pr.q_group_sums.assign(static_cast<std::size_t>(q.heads) * q.tokens * g, 0.0f);
@@ -169,8 +165,8 @@ Prepared prepare_all(const Problem& p, const Recipe& r) {
           pr.q_group_sums[at] = s;
         }
   }
-  pr.k = named("k", k, grouped(r.k, 1), rows_if(r.k));
-  pr.v = named("v", v, grouped(r.v, 1), v_scaled_after_pv(r) ? ScaleAfter::columns : ScaleAfter::none);
+  pr.k = named("k", k, grouped.k, rows_if(r.k));
+  pr.v = named("v", v, grouped.v, v_scaled_after_pv(r) ? ScaleAfter::columns : ScaleAfter::none);
   if (r.pv_acc.kind == Accumulator::Kind::exact) pr.v_f64.assign(pr.v.values.data.begin(), pr.v.values.data.end());
   return pr;
 }

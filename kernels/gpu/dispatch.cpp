@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/gpu/prepare/prepare.hpp"  // quantizer_not_covered
 #include "kernels/recipe/knobs.hpp"
 #include "kernels/recipe/recipe_text.hpp"  // operand_to_string
 
@@ -48,13 +47,24 @@ const Family& family_row(GpuFamily id) {
   throw std::logic_error("dispatch: no row for a GPU family");
 }
 
+// Per-KV-head and per-lane scales are granularities (values of the operand knobs): the families that
+// quantize on the host form them with the emulator's quantizer (kv_groups_for), but no GPU run has
+// proven them yet (tests/gpu/test_coverage.cpp, "[pending]"), so every family refuses them.
+std::string granularity_not_proven(const Recipe& r) {
+  for (const OperandQuant* o : {&r.q, &r.k, &r.p, &r.v}) {
+    if (o->unit_scale) continue;
+    if (o->spec.granularity == Granularity::kvhead) return "kvhead scales (one per GQA group, FlashAttention-3's Q descale) are not yet proven on a GPU";
+    if (o->spec.granularity == Granularity::thread) return "thread scales (a lane's strided rows, SageAttention 2's per-thread int8) are not yet proven on a GPU";
+  }
+  return "";
+}
+
 // A family takes a recipe when it declares every knob the recipe moves (the knob table: refusal by
 // default) and its own rule takes the values; tiles=fa3_sm90 is resolved to its tiles first.
 std::string row_not_covered(const Family& f, const Problem& p, const Recipe& recipe) {
   const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
   if (std::string knob = undeclared_knob(r, f.id); !knob.empty()) return knob + ": not implemented by this family (knob table)";
-  // kvhead and thread scales are granularities (values of the operand knobs), not yet proven on a GPU.
-  if (std::string why = quantizer_not_covered(r); !why.empty()) return why;
+  if (std::string why = granularity_not_proven(r); !why.empty()) return why;
   return f.not_covered(p, r);
 }
 
@@ -102,7 +112,7 @@ GpuResult run_family(GpuFamily family, const Problem& p, const Recipe& recipe) {
   GpuResult res;
   const int rows = static_cast<int>(p.rows.resolve(p.q.tokens).size());
   res.out = TensorF(p.q.heads, rows, p.q.dim);
-  res.kernel = f.run(p, r, res.out.data);
+  res.kernel = f.run(p, kv_groups_for(r, p.q.heads, p.k.heads), res.out.data);  // kvhead scales as the emulator groups them
   return res;
 }
 

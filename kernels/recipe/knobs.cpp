@@ -25,11 +25,12 @@ namespace {
 
 constexpr FamilySet kMma = family_bit(GpuFamily::mma), kWgmma = family_bit(GpuFamily::wgmma), kDecode = family_bit(GpuFamily::decode),
                     kInteger = family_bit(GpuFamily::integer), kDot4 = family_bit(GpuFamily::dot4);
-// Declared where a GPU run has proven the family against the emulator with the knob moved. Written
-// but not yet run on a GPU, so not declared: out (round_output after the kernel, in mma, wgmma,
-// decode and dot4), order=reverse (dot4's tile loop), and the operand modifiers in the families that
-// take Q, K and V from the emulator's quantizer on the host (mma, wgmma, decode, dot4);
-// tests/gpu/test_coverage.cpp's "[pending]" cases are the proof each needs.
+// Declared where a GPU run has proven the family against the emulator with the knob moved
+// (tests/gpu/test_coverage.cpp's walk, on the H100: out in mma, wgmma, decode and dot4, order=reverse
+// in dot4, every operand modifier in those four). The operand modifiers are declared by the families
+// that take Q, K and V from the emulator's quantizer on the host; the device preparation kernels
+// (flash_mma's and flash_dot4's prepared paths) refuse them in their own rule.
+constexpr FamilySet kHostQuantized = kMma | kWgmma | kDecode | kDot4;
 
 using Values = std::vector<std::string>;
 
@@ -231,10 +232,10 @@ const RecipeKnob kKnobs[] = {
      16, "q=int8/group:32 k=int4/group:32/scale:fp16/amax:signed kzero=qsum", kNoFamily},
     {"order", QATTN_ENUM(reverse_key_tiles, kOrder), [](const Recipe& r) { return r.reverse_key_tiles; }, QATTN_RESET(reverse_key_tiles),
      [](const Recipe& r) { return r.split_k == 1 && r.softmax == SoftmaxKind::float_online ? Values{"forward", "reverse"} : Values{}; }, 17,
-     "order=reverse", kNoFamily},
+     "order=reverse", kDot4},
     {"out", [](Recipe& r, const std::string& v, const std::string& w) { r.out = parse_format(v, w); },
      [](const Recipe& r) { return std::string(name_of(r.out)); }, [](const Recipe& r) { return r.out != FormatId::fp32; }, QATTN_RESET(out),
-     [](const Recipe&) { return Values{"fp32", "fp16", "bf16"}; }, 18, "out=bf16", kNoFamily},
+     [](const Recipe&) { return Values{"fp32", "fp16", "bf16"}; }, 18, "out=bf16", kHostQuantized},
 };
 #undef QATTN_ENUM
 #undef QATTN_RESET
@@ -256,33 +257,33 @@ const OperandModifier kModifiers[] = {
        s.divide = true;
        s.quotient_format = a.empty() ? FormatId::fp32 : parse_format(a, w + " div");
      },
-     [](QuantSpec& s) { s.divide = false, s.quotient_format = QuantSpec{}.quotient_format; }, {"div:fp16", "div:fp32"}, "q=int8/token/div:fp16 k=int8/token", kNoFamily},
+     [](QuantSpec& s) { s.divide = false, s.quotient_format = QuantSpec{}.quotient_format; }, {"div:fp16", "div:fp32"}, "q=int8/token/div:fp16 k=int8/token", kHostQuantized},
     {"amax", "mul", "amax_mul", Json::flag, "the scale as absmax x fp32(1/max)", [](const QuantSpec& s) { return s.amax_mul; }, nullptr,
      [](QuantSpec& s, const std::string&, const std::string&, const std::string&) { s.amax_mul = true; }, [](QuantSpec& s) { s.amax_mul = false; }, {"amax:mul", nullptr},
-     "q=int8/token/amax:mul k=int8/token", kNoFamily},
+     "q=int8/token/amax:mul k=int8/token", kHostQuantized},
     {"amax", "signed", "amax_signed", Json::flag, "q4_0's grid: the element of largest magnitude at -(max + 1)",
      [](const QuantSpec& s) { return s.signed_max; }, nullptr, [](QuantSpec& s, const std::string&, const std::string&, const std::string&) { s.signed_max = true; },
-     [](QuantSpec& s) { s.signed_max = false; }, {nullptr, nullptr}, "v=int4/group:32/amax:signed", kNoFamily},
+     [](QuantSpec& s) { s.signed_max = false; }, {nullptr, nullptr}, "v=int4/group:32/amax:signed", kHostQuantized},
     {"codes", "fp32", "codes_fp32", Json::flag, "codes from the fp32 scale, before it is rounded to the stored scale format",
      [](const QuantSpec& s) { return s.codes_fp32; }, nullptr, [](QuantSpec& s, const std::string&, const std::string&, const std::string&) { s.codes_fp32 = true; },
-     [](QuantSpec& s) { s.codes_fp32 = false; }, {nullptr, nullptr}, "v=int8/group:32/scale:fp16/codes:fp32", kNoFamily},
+     [](QuantSpec& s) { s.codes_fp32 = false; }, {nullptr, nullptr}, "v=int8/group:32/scale:fp16/codes:fp32", kHostQuantized},
     {"max", nullptr, "max", Json::number, "the value the absmax maps to", [](const QuantSpec& s) { return s.scale_max != 0; },
      [](const QuantSpec& s) { return num(s.scale_max); },
      [](QuantSpec& s, const std::string& a, const std::string& w, const std::string& t) {
        s.scale_max = parse_number(a, w + " max");
        if (!(s.scale_max > 0 && std::isfinite(s.scale_max))) bad(w, "'" + t + "': max:" + a + "; expected the positive value the absmax maps to");
      },
-     [](QuantSpec& s) { s.scale_max = 0; }, {nullptr, nullptr}, "v=e4m3/channel/max:2.25", kNoFamily},
+     [](QuantSpec& s) { s.scale_max = 0; }, {nullptr, nullptr}, "v=e4m3/channel/max:2.25", kHostQuantized},
     {"round", "away", "round_away", Json::flag, "ties away from zero by an fp32 add of 0.5, then truncation",
      [](const QuantSpec& s) { return s.half_away; }, nullptr, [](QuantSpec& s, const std::string&, const std::string&, const std::string&) { s.half_away = true; },
-     [](QuantSpec& s) { s.half_away = false; }, {"round:away", nullptr}, "q=int8/token/round:away k=int8/token", kNoFamily},
+     [](QuantSpec& s) { s.half_away = false; }, {"round:away", nullptr}, "q=int8/token/round:away k=int8/token", kHostQuantized},
     {"eps", nullptr, "eps", Json::number, "a number added to each scale", [](const QuantSpec& s) { return s.scale_eps != 0; },
      [](const QuantSpec& s) { return num(s.scale_eps); },
      [](QuantSpec& s, const std::string& a, const std::string& w, const std::string& t) {
        s.scale_eps = parse_number(a, w + " eps");
        if (!(s.scale_eps > 0 && s.scale_eps < 1)) bad(w, "'" + t + "': eps:" + a + "; expected a number in (0, 1) added to each scale");
      },
-     [](QuantSpec& s) { s.scale_eps = 0; }, {"eps:1e-07", nullptr}, "q=int8/token/eps:1e-07 k=int8/token", kNoFamily},
+     [](QuantSpec& s) { s.scale_eps = 0; }, {"eps:1e-07", nullptr}, "q=int8/token/eps:1e-07 k=int8/token", kHostQuantized},
 };
 
 }  // namespace

@@ -56,6 +56,17 @@ void check_acc(const Accumulator& a, const char* name) {
 
 }  // namespace
 
+Recipe kv_groups_for(const Recipe& r, int q_heads, int kv_heads) {
+  Recipe out = r;
+  const auto grouped = [](OperandQuant& oq, int heads_per_scale) {
+    if (!oq.unit_scale && oq.spec.granularity == Granularity::kvhead) oq.spec.block = heads_per_scale;
+  };
+  grouped(out.q, kv_heads > 0 ? q_heads / kv_heads : 0);
+  grouped(out.k, 1);
+  grouped(out.v, 1);
+  return out;
+}
+
 Recipe tiles_for(const Recipe& r, int head_dim, bool causal, bool local) {
   if (!r.tiles.fa3_sm90) return r;
   // FlashAttention-3's hopper/tile_size.h (tile_size_fwd_sm90, the dense two-warpgroup forward, V

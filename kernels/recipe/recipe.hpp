@@ -162,6 +162,11 @@ void default_accumulators(Recipe& r, bool qk_given, bool pv_given);
 // any other recipe is returned as it is.
 Recipe tiles_for(const Recipe& r, int head_dim, bool causal, bool local);
 
+// The recipe with its kvhead scales made concrete for a problem of q_heads query and kv_heads KV
+// heads: Q's heads grouped by the KV head they share (q_heads / kv_heads of them), K's and V's
+// heads one each. The emulator and the GPU families' host inputs quantize through it.
+Recipe kv_groups_for(const Recipe& r, int q_heads, int kv_heads);
+
 void validate(const Recipe& r);
 
 }  // namespace qattn

@@ -113,9 +113,11 @@ TEST_CASE("knob table walk: every knob and modifier on every family is proven or
   CHECK(w.proven > 0);
 }
 
-// "[pending]": the proofs that moving the knob table's declarations needs (knobs.cpp says which:
-// out, order=reverse, the operand modifiers; kvhead and thread scales are refused by the families'
-// quantizer_not_covered). Written, not yet run on a GPU; they fail until those declarations move.
+// "[pending]": the proofs that kvhead and thread scales wait for (dispatch.cpp refuses them until
+// they pass), with the modifiers' combinations and the FlashAttention-3 presets they enable. On the
+// H100 (this tree's parent) the walk above proved out, order=reverse and every modifier's example on
+// the families that declare them; the first case here stopped at kvhead (Q's groups were not set:
+// kv_groups_for, since); fa3-bf16 at d 64 ran bit-equal on flash_dot4/float.
 TEST_CASE("host-quantized scale forms run on the GPU families that take them", "[.][gpu][pending]") {
   // The emulator's quantizer forms these codes and scales on the host for every unprepared family:
   // per-KV-head and per-lane (thread) scales, and each scale rule of the modifier table.

@@ -33,7 +33,7 @@ std::vector<float> flash_mma(const MmaInputs& in, const MmaTuning& tuning = {});
 
 // From raw fp32 Q, K, V to the output on the device: the preparation kernels (prepare.cu: rotation,
 // K smoothing, int8 Q/K and e4m3 V quantization) feed the int8 QK + e4m3 PV kernel. For recipes
-// dispatch.cpp's mma_not_covered accepts with rotation or K smoothing. Returns [Hq, rows, d].
+// mma_not_covered (mma_family.cpp) accepts with rotation or K smoothing. Returns [Hq, rows, d].
 std::vector<float> flash_mma_prepared(const Problem& p, const Recipe& r, const MmaTuning& tuning = {});
 
 // Test hook: the raw QK^T accumulators (int32 for int8, fp32 bits for fp16) of query rows [0, 16)
