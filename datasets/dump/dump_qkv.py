@@ -148,6 +148,7 @@ def main():
             die(f"--layers: layer {layer} is outside 0..{n_layers - 1} of {provenance['model']}")
     if getattr(cfg, "attn_logit_softcapping", None):
         die("the model soft-caps attention logits; schema 1 has no field for that")
+    no_rope = getattr(cfg, "no_rope_layers", None)  # per layer: 1 applies RoPE, 0 leaves it out
     max_ctx = getattr(cfg, "max_position_embeddings", None)
     if max_ctx and args.tokens > max_ctx:
         die(f"--tokens {args.tokens} exceeds the model's context {max_ctx}")
@@ -237,7 +238,7 @@ def main():
                 g.attrs["causal"] = np.int64(1 if c["causal"] else 0)
                 g.attrs["sliding_window"] = np.int64(c["window"])
                 g.attrs["softmax_scale"] = np.float64(c["scale"])
-                g.attrs["rope"] = "applied"
+                g.attrs["rope"] = "none" if no_rope and not no_rope[layer] else "applied"  # SmolLM3, Llama 4: RoPE-free layers
                 g.attrs["check_rel_l2_captured"] = np.float64(checks[layer][0])
                 g.attrs["check_rel_l2_stored"] = np.float64(checks[layer][1])
         os.replace(tmp, out)

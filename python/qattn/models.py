@@ -127,9 +127,6 @@ def attention_variant(cfg):
         return "alibi" if getattr(cfg, "model_type", "") != "bloom" else "model_type", "adds ALiBi slopes to the attention logits"
     if getattr(cfg, "attention_chunk_size", None):
         return "attention_chunk_size", f"attends in chunks of {cfg.attention_chunk_size} tokens"
-    no_rope = getattr(cfg, "no_rope_layers", None)
-    if no_rope and any(x == 0 for x in no_rope):
-        return "no_rope_layers", "leaves RoPE out on some layers"
     return None
 
 

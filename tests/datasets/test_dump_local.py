@@ -3,7 +3,8 @@
 offline from transformers' own configurations (two layers, hidden 64), each saved with a word-level
 tokenizer and dumped with `dump_qkv.py --model DIR --text FILE`; the dumper's float64 check must pass
 on every layer and `qattn inspect` must load the dump. Architectures whose attention has a variant the
-lab does not model yet are refused, naming the configuration field, never dumped as plain attention.
+lab does not model yet are refused, naming the configuration field, never dumped as plain attention;
+RoPE-free layers (SmolLM3's every fourth) are dumped with rope = "none".
 Usage: test_dump_local.py QATTN_BINARY (run with the dumper's environment: .venv-dump/bin/python)."""
 import collections
 import importlib.util
@@ -20,6 +21,7 @@ spec = importlib.util.spec_from_file_location("qattn_models", ROOT / "python" / 
 models = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(models)
 
+import h5py  # noqa: E402
 import torch  # noqa: E402
 from tokenizers import Tokenizer, models as tok_models, pre_tokenizers  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast  # noqa: E402
@@ -30,7 +32,9 @@ TINY = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention
 # Plain causal attention (with each family's own twist: QKV bias, q/k norm, a sliding window, fused
 # QKV, post-norm, rope-free layers that the interval leaves out at two layers).
 PLAIN = {"llama": {}, "qwen2": {}, "qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 32}, "phi3": {}, "olmo2": {},
-         "smollm3": {}}
+         "smollm3": {"num_hidden_layers": 4}}
+# Layers dumped with rope = "none": SmolLM3 leaves RoPE out of every fourth layer (no_rope_layers).
+ROPE_FREE = {"smollm3": [3]}
 # Variants the lab does not model yet: the field the refusal must name.
 REFUSED = {"gemma2": ({"head_dim": 16}, "attn_logit_softcapping"), "gpt_oss": ({"head_dim": 16}, "model_type"),
            "deepseek_v3": ({}, "v_head_dim"), "bloom": ({}, "model_type"), "llama4_text": ({"head_dim": 16}, "attention_chunk_size")}
@@ -48,7 +52,7 @@ def tokenizer_for(text):
 
 def checkpoint(model_type, extra, where, tok):
     torch.manual_seed(0)
-    cfg = AutoConfig.for_model(model_type, **TINY, **extra)
+    cfg = AutoConfig.for_model(model_type, **{**TINY, **extra})
     model = AutoModelForCausalLM.from_config(cfg)
     model.save_pretrained(where)
     tok.save_pretrained(where)
@@ -70,15 +74,21 @@ def main():
             out = tmp / f"{model_type}.h5"
             r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(ckpt), "--text", str(text_file),
                                 "--tokens", "96", "--layers", "all", "--out", str(out)], capture_output=True, text=True)
+            layers = extra.get("num_hidden_layers", TINY["num_hidden_layers"])
             layers_ok = r.stdout.count("  ok")
-            if r.returncode != 0 or layers_ok != 2:
-                failures.append(f"{model_type}: dump rc {r.returncode}, {layers_ok} of 2 layers ok\n{r.stdout}{r.stderr}")
+            if r.returncode != 0 or layers_ok != layers:
+                failures.append(f"{model_type}: dump rc {r.returncode}, {layers_ok} of {layers} layers ok\n{r.stdout}{r.stderr}")
+                continue
+            with h5py.File(out, "r") as f:
+                rope_free = [i for i in range(layers) if f[f"layers/{i}"].attrs["rope"] == "none"]
+            if rope_free != ROPE_FREE.get(model_type, []):
+                failures.append(f"{model_type}: layers stored as RoPE-free {rope_free}; expected {ROPE_FREE.get(model_type, [])}")
                 continue
             i = subprocess.run([QATTN, "inspect", str(out)], capture_output=True, text=True)
             if i.returncode != 0:
                 failures.append(f"{model_type}: qattn inspect rc {i.returncode}: {i.stderr}")
                 continue
-            print(f"{model_type}: dumped 2 layers (float64 check passed), qattn inspect loads it")
+            print(f"{model_type}: dumped {layers} layers (float64 check passed; RoPE-free: {rope_free}), qattn inspect loads it")
         for model_type, (extra, field) in REFUSED.items():
             ckpt = checkpoint(model_type, extra, tmp / model_type, tok)
             try:
