@@ -417,7 +417,8 @@ FitResult fit_recipe(const FitOptions& opt) {
   report.refuse_changed(config, {"kind", "dataset_fnv1a64", "outputs", "rows", "seed"},
                         "a fit of other units ({} changed) or another report; --resume would mix them: use --force or another output");
   std::map<std::string, Evaluation> cache;
-  if (report.resuming()) {
+  // Only under a config.json that was just checked to match: evaluations without one carry no identity.
+  if (report.resuming() && !report.previous_config().is_null()) {
     const std::vector<json> rows = read_log(dir / "candidates.jsonl");
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto [line, e] = cached_evaluation(rows[i], (dir / "candidates.jsonl").string() + ": line " + std::to_string(i + 1));

@@ -113,3 +113,15 @@ def test_bad_input_is_one_clear_error(tmp_path, change, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         qattn.fit(QFLASH + "-qflash.h5", QFLASH + ".h5", **kw)
     assert not (tmp_path / "bad").exists()  # refused before any folder is made
+
+
+def test_resume_reuses_no_evaluation_without_the_config_that_identifies_it(tmp_path):
+    """A folder holding candidates.jsonl but no config.json (written by hand, or left by something
+    else) says nothing of the units its distances were measured on: a resumed fit recomputes."""
+    out = tmp_path / "fit"
+    out.mkdir()
+    (out / ".qattn-report").write_text("")
+    start = str(qattn.Recipe(GENERIC))
+    (out / "candidates.jsonl").write_text(json.dumps({"line": start, "kernel_vs_recipe_db": 123.0, "recipe_vs_float64_db": 1.0}) + "\n")
+    r = qattn.fit(QFLASH + "-qflash.h5", QFLASH + ".h5", output=str(out), start=GENERIC, resume=True, budget=1.0, quiet=True)
+    assert r["path"][0]["kernel_vs_recipe_db"] != 123.0, r["path"][0]
