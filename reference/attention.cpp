@@ -48,6 +48,7 @@ void attend_block(const Problem& p, const Mat& k, const Mat& v, int h, const std
     const int bc = std::min(block_k, hi - j0);
     s.noalias() = q * k.middleRows(j0, bc).transpose();
     s *= scale;
+    if (p.softcap > 0) s = s.unaryExpr([&p](double x) { return p.logit(x); });
     const int j1 = j0 + bc - 1;
     const bool all_visible = p.visible(rmin, j1) && p.visible(rmax, j0) && p.visible(rmin, j0) && p.visible(rmax, j1);
     if (!all_visible) {
@@ -66,6 +67,8 @@ void attend_block(const Problem& p, const Mat& k, const Mat& v, int h, const std
     o.noalias() += prob * v.middleRows(j0, bc);
     m = m_new;
   }
+  // A sink's weight joins the denominator against the row's final max; it multiplies no value.
+  if (!p.sinks.empty()) l += (p.sinks[h] - m.array()).exp().matrix();
   for (Eigen::Index r = 0; r < br; ++r)
     for (int c = 0; c < d; ++c) out(h, static_cast<int>(r0 + r), c) = o(r, c) / l(r);
 }
@@ -78,10 +81,10 @@ void probability_row(const Problem& p, const Mat& k, int h, int i, double* dst) 
   Vec s = (k * q) * p.scale();
   double mx = kNegInf;
   for (int j = 0; j < n; ++j) {
-    if (!p.visible(i, j)) s(j) = kNegInf;
+    s(j) = p.visible(i, j) ? p.logit(s(j)) : kNegInf;
     mx = std::max(mx, s(j));
   }
-  double sum = 0;
+  double sum = p.sinks.empty() ? 0.0 : std::exp(p.sinks[h] - mx);
   for (int j = 0; j < n; ++j) {
     dst[j] = std::exp(s(j) - mx);
     sum += dst[j];

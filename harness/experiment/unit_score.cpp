@@ -36,7 +36,8 @@ UnitScore score_unit(std::span<const double> ref, std::span<const double> x, std
     for (std::size_t k = 0; k < rows; ++k) {
       const std::span<const double> pr(p.ref->row(static_cast<int>(h), static_cast<int>(k)), keys);
       if (divergence) {
-        const RowDivergence dv = row_divergence(pr, std::span<const double>(p.candidate->row(static_cast<int>(h), static_cast<int>(k)), keys));
+        const RowDivergence dv =
+            row_divergence(pr, std::span<const double>(p.candidate->row(static_cast<int>(h), static_cast<int>(k)), keys), kKlFloor, p.sink_outcome);
         *s.kl_mean += dv.kl / static_cast<double>(rows);
         *s.tv_mean += dv.total_variation / static_cast<double>(rows);
       }

@@ -59,6 +59,7 @@ struct ProbRows {
   const TensorD* ref = nullptr;
   const TensorD* candidate = nullptr;
   std::optional<double> flush_threshold;
+  bool sink_outcome = false;  // the problem has sink logits: a row's missing mass is its sink's (row_divergence)
 };
 
 // ref and x hold [heads, rows, d], one block per head. head_ids name the heads in errors (the

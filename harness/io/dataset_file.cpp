@@ -55,7 +55,39 @@ TensorShape check_tensor(const std::string& file, const H5::Group& g, const std:
   return s;
 }
 
-LayerInfo check_layer(const std::string& file, const H5::Group& layers, const std::string& name) {
+// The variants of schema 2 (datasets/README.md): the soft-cap attribute and one sink logit per
+// query head, each optional; a version-1 file that has one is refused rather than read as plain.
+void check_variants(const std::string& file, const std::string& path, const H5::Group& g,
+                    const std::map<std::string, AttrValue>& attrs, int version, LayerInfo& info) {
+  const auto needs_v2 = [&](const std::string& what) {
+    if (version < 2) fail(file, path, what + " is a schema-2 field, but the file says qattn-dump/" + std::to_string(version) + "; expected \"qattn-dump/2\"");
+  };
+  if (attrs.count("softcap") != 0) {
+    needs_v2("attribute 'softcap'");
+    info.softcap = as_real(need(file, path, attrs, "softcap", AttrValue::Kind::real, "a positive float"));
+    if (!(info.softcap > 0) || !std::isfinite(info.softcap)) {
+      fail(file, path, "attribute 'softcap' = " + std::to_string(info.softcap) + "; expected a positive finite float (absent = none)");
+    }
+  }
+  if (!g.nameExists("sinks")) return;
+  needs_v2("dataset 'sinks'");
+  const std::string where = path + "/sinks";
+  if (g.childObjType("sinks") != H5O_TYPE_DATASET) fail(file, where, "is not a dataset; expected [Hq] float sink logits");
+  const H5::DataSet ds = g.openDataSet("sinks");
+  const H5::DataSpace sp = ds.getSpace();
+  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(0, sp.getSimpleExtentNdims())));
+  if (!dims.empty()) sp.getSimpleExtentDims(dims.data());
+  if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(info.q_heads) || ds.getTypeClass() != H5T_FLOAT) {
+    fail(file, where, "shape " + shape_text(dims) + " " + type_text(ds) + "; expected [" + std::to_string(info.q_heads) + "] float (one per query head)");
+  }
+  info.sinks.resize(dims[0]);
+  ds.read(info.sinks.data(), H5::PredType::NATIVE_DOUBLE);
+  for (std::size_t h = 0; h < info.sinks.size(); ++h) {
+    if (!std::isfinite(info.sinks[h])) fail(file, where + "[" + std::to_string(h) + "]", "is not finite; expected a finite logit");
+  }
+}
+
+LayerInfo check_layer(const std::string& file, const H5::Group& layers, const std::string& name, int version) {
   const std::string path = "/layers/" + name;
   if (layers.childObjType(name) != H5O_TYPE_GROUP) fail(file, path, "is not a group; expected a group holding q, k, v");
   const H5::Group g = layers.openGroup(name);
@@ -90,6 +122,7 @@ LayerInfo check_layer(const std::string& file, const H5::Group& layers, const st
   }
   info.rope = need(file, path, attrs, "rope", AttrValue::Kind::string, "\"applied\" or \"none\"").s;
   if (info.rope != "applied" && info.rope != "none") fail(file, path, "attribute 'rope' = \"" + info.rope + "\"; expected \"applied\" or \"none\"");
+  check_variants(file, path, g, attrs, version, info);
   return info;
 }
 
@@ -233,16 +266,16 @@ DatasetInfo read_structure(const std::string& path) {
     DatasetInfo info;
     info.path = path;
     info.attrs = read_all_attrs(path, "/", f);
-    const std::string schema = need(path, "/", info.attrs, "schema", AttrValue::Kind::string, "\"qattn-dump/1\"").s;
+    const std::string schema = need(path, "/", info.attrs, "schema", AttrValue::Kind::string, "\"qattn-dump/1\" or \"qattn-dump/2\"").s;
     const std::string prefix = std::string(kSchemaName) + "/";
     if (schema.rfind(prefix, 0) != 0 || !is_number(schema.substr(prefix.size()))) {
-      fail(path, "/", "attribute 'schema' = \"" + schema + "\"; expected \"qattn-dump/1\"");
+      fail(path, "/", "attribute 'schema' = \"" + schema + "\"; expected \"qattn-dump/1\" or \"qattn-dump/2\"");
     }
     const int version = std::stoi(schema.substr(prefix.size()));
     if (version > kSchemaVersion) {
       fail(path, "/", "schema \"" + schema + "\" is newer than this qattn reads (qattn-dump/" + std::to_string(kSchemaVersion) + "); update qattn");
     }
-    if (version < 1) fail(path, "/", "attribute 'schema' = \"" + schema + "\"; expected \"qattn-dump/1\"");
+    if (version < 1) fail(path, "/", "attribute 'schema' = \"" + schema + "\"; expected \"qattn-dump/1\" or \"qattn-dump/2\"");
     for (const char* key : {"model", "weights", "text_source", "created_by", "created_at"}) {
       need(path, "/", info.attrs, key, AttrValue::Kind::string, "a string");
     }
@@ -266,7 +299,7 @@ DatasetInfo read_structure(const std::string& path) {
       return a < b;
     });
     for (const std::string& name : names) {
-      info.layers.push_back(check_layer(path, layers, name));
+      info.layers.push_back(check_layer(path, layers, name, version));
       if (info.layers.back().tokens != n_tokens) {
         fail(path, "/layers/" + name + "/q", "has " + std::to_string(info.layers.back().tokens) +
                                                   " tokens but the root attribute n_tokens = " + std::to_string(n_tokens) + "; expected equal");
@@ -333,8 +366,17 @@ LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const S
     p.causal = l.causal;
     p.window = l.sliding_window;
     p.softmax_scale = l.softmax_scale;
+    p.softcap = l.softcap;
+    if (!l.sinks.empty()) {
+      for (int h : out.q_heads) p.sinks.push_back(l.sinks[static_cast<std::size_t>(h)]);
+    }
     return out;
   });
+}
+
+std::string schema_for(const std::vector<LayerToWrite>& layers) {
+  const bool variants = std::any_of(layers.begin(), layers.end(), [](const LayerToWrite& l) { return l.softcap > 0 || !l.sinks.empty(); });
+  return std::string(kSchemaName) + (variants ? "/2" : "/1");
 }
 
 void write_dataset(const std::string& path, const std::map<std::string, AttrValue>& attrs,
@@ -373,6 +415,12 @@ void write_dataset(const std::string& path, const std::map<std::string, AttrValu
       put_attr(g, "sliding_window", attr(static_cast<long long>(l.sliding_window)));
       put_attr(g, "softmax_scale", attr(l.softmax_scale));
       put_attr(g, "rope", attr(l.rope));
+      if (l.softcap > 0) put_attr(g, "softcap", attr(l.softcap));
+      if (!l.sinks.empty()) {
+        const hsize_t n = l.sinks.size();
+        const H5::DataSpace sp(1, &n);
+        g.createDataSet("sinks", H5::PredType::IEEE_F64LE, sp).write(l.sinks.data(), H5::PredType::NATIVE_DOUBLE);
+      }
     }
     if (tokens) {
       const hsize_t n = tokens->size();

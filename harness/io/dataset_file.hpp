@@ -1,5 +1,5 @@
 #pragma once
-// Reading and writing Q/K/V dumps in HDF5 schema qattn-dump/1 (datasets/README.md). The reader
+// Reading and writing Q/K/V dumps in HDF5 schema qattn-dump/1 and /2 (datasets/README.md). The reader
 // validates every field and, on any problem, throws DatasetError naming the file, the path inside
 // it and what was expected. Loading reads only the requested slice (layers, heads, first tokens).
 #include <map>
@@ -14,7 +14,9 @@
 namespace qattn {
 
 inline constexpr const char* kSchemaName = "qattn-dump";
-inline constexpr int kSchemaVersion = 1;
+// Version 2 adds the attention variants: a layer's `softcap` attribute and `sinks` dataset. A dump
+// with neither is written as version 1, as before (version-1 files load as they always did).
+inline constexpr int kSchemaVersion = 2;
 
 struct DatasetError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -37,6 +39,8 @@ struct LayerInfo {
   int sliding_window = 0;      // 0 = none
   double softmax_scale = 0;
   std::string rope;            // "applied" or "none"
+  double softcap = 0;          // logit soft-cap (schema 2; 0 = none)
+  std::vector<double> sinks;   // a sink logit per query head (schema 2; empty = none)
 };
 
 struct DatasetInfo {
@@ -78,7 +82,11 @@ struct LayerToWrite {
   int sliding_window = 0;
   double softmax_scale = 0;
   std::string rope = "applied";
+  double softcap = 0;          // written (with schema 2) only when > 0
+  std::vector<double> sinks;   // written (with schema 2) only when not empty
 };
+// "qattn-dump/2" when a layer carries an attention variant, else "qattn-dump/1".
+std::string schema_for(const std::vector<LayerToWrite>& layers);
 void write_dataset(const std::string& path, const std::map<std::string, AttrValue>& attrs,
                    const std::vector<LayerToWrite>& layers, FormatId dtype,
                    const std::optional<std::vector<int>>& tokens = std::nullopt);

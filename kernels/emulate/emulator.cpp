@@ -351,6 +351,10 @@ class RowEmulator {
       : p_(p), r_(r), pr_(pr), scorer_(scorer), pv_(r.pv_acc), pf_(format_of(r.p.spec.format)),
         p_mult_(r.p.unit_scale ? 1.0f : static_cast<float>(r.p.spec.multiplier)),
         c_(r.q_prescale ? 1.0f : static_cast<float>(p.scale()) * kLog2e),  // fp32, as a kernel holds it (1: Q carries it)
+        // Soft-capping as FlashAttention's kernels fold it: tanh of the raw score times
+        // scale / cap, then cap * log2(e) as the exp2 scale (both factors held in fp32).
+        cap_in_(p.softcap > 0 ? static_cast<float>(p.scale() / p.softcap) : 0.0f),
+        cap_out_(p.softcap > 0 ? static_cast<float>(p.softcap) * kLog2e : 0.0f),
         rounder_(pf_.bits <= 16 && pf_.specials != Specials::e8m0 ? std::optional<NonNegativeRounder>(pf_) : std::nullopt) {}
 
   struct Split {
@@ -392,6 +396,14 @@ class RowEmulator {
     return row;
   }
 
+  // A raw score in the exp2 domain: times the softmax scale and log2(e), or soft-capped. tanh is
+  // float64's rounded to fp32 (PTX's tanh.approx.f32, which FlashAttention's soft-cap uses, is
+  // vendor math the lab does not model yet).
+  float logit2(float raw) const {
+    if (cap_in_ == 0.0f) return raw * c_;
+    return static_cast<float>(std::tanh(static_cast<double>(raw * cap_in_))) * cap_out_;
+  }
+
   // Key tile t for this row (nothing if outside its visible tiles).
   void step(Row& row, int t) {
     if (t < row.t0 || t >= row.t1) return;
@@ -409,13 +421,13 @@ class RowEmulator {
     if (all_visible && scorer_.fp32_tiles()) {
       scorer_.score_tile_fp32(row.h, kh, row.i, j0, w, s_.data());
       for (int jj = 0; jj < w; ++jj) {
-        s_[jj] *= c_;
+        s_[jj] = logit2(s_[jj]);
         tile_max = std::max(tile_max, s_[jj]);
       }
     } else {
       for (int jj = 0; jj < w; ++jj) {
         const int j = j0 + jj;
-        s_[jj] = all_visible || p_.visible(row.i, j) ? scorer_.score(row.h, kh, row.i, j, terms_, exps_) * c_ : kNegInf;
+        s_[jj] = all_visible || p_.visible(row.i, j) ? logit2(scorer_.score(row.h, kh, row.i, j, terms_, exps_)) : kNegInf;
         tile_max = std::max(tile_max, s_[jj]);
       }
     }
@@ -533,7 +545,10 @@ class RowEmulator {
       LP += f[k] * sp.lp;
       for (int cc = 0; cc < d; ++cc) out.o[cc] += f[k] * sp.o[cc];
     }
-    const float denom = r_.denominator == Denominator::quantized_p ? L : L * p_mult_;
+    // A sink's weight, exp2 of its logit in log2 units against the merged max, joins l in the
+    // epilogue (it multiplies no V and is never rounded to P's format).
+    const float sink = p_.sinks.empty() || M == kNegInf ? 0.0f : exp2_rn(static_cast<float>(p_.sinks[row.h]) * kLog2e - M);
+    const float denom = r_.denominator == Denominator::quantized_p ? L + sink * p_mult_ : (L + sink) * p_mult_;
     if (!pr_.v.column_scales.empty()) {  // (O x scale) / l, the kernels' order
       const float* vs = &pr_.v.column_scales[static_cast<std::size_t>(kh) * d];
       for (int cc = 0; cc < d; ++cc) out.o[cc] *= vs[cc];
@@ -561,7 +576,7 @@ class RowEmulator {
   const Scorer& scorer_;
   AccumulatorModel pv_;
   Format pf_;
-  float p_mult_, c_;
+  float p_mult_, c_, cap_in_, cap_out_;
   std::optional<NonNegativeRounder> rounder_;
   std::vector<double> terms_;
   std::vector<int> exps_;
@@ -728,10 +743,27 @@ void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, bool w
 
 }  // namespace
 
+std::string variant_not_modelled(const Problem& p, const Recipe& recipe) {
+  const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
+  const bool integer = r.softmax != SoftmaxKind::float_online;
+  const std::string softmax = r.softmax == SoftmaxKind::qflash_integer ? "softmax=qflash" : "softmax=shiftmax";
+  if (p.softcap > 0 && (integer || r.q_prescale)) {
+    return "the problem soft-caps its logits, which recipe " + (integer ? softmax : std::string("qprescale=1")) +
+           " does not model; expected the float online softmax with the scale applied to the score";
+  }
+  if (!p.sinks.empty() && integer) return "the problem has sink logits, which recipe " + softmax + " does not model; expected the float online softmax";
+  return "";
+}
+
+namespace {
+
+}  // namespace
+
 EmulatorResult emulate(const Problem& p, const Recipe& recipe, const EmulatorOptions& opt) {
   validate(p);
   const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
   validate(r);
+  if (std::string why = variant_not_modelled(p, r); !why.empty()) throw std::invalid_argument("emulate: " + why);
   for (int i : opt.prob_rows) {
     if (i < 0 || i >= p.q.tokens) throw std::invalid_argument("emulate: probability row " + std::to_string(i) + " is outside [0, " + std::to_string(p.q.tokens) + ")");
   }

@@ -25,7 +25,12 @@ struct EmulatorResult {
   TensorD probs;
 };
 
-// Throws std::invalid_argument for an invalid recipe (naming the field) or problem.
+// Why the recipe cannot apply the problem's attention variants (soft-capping under an integer
+// softmax or a Q that carries the scale; sink logits under an integer softmax), or "".
+std::string variant_not_modelled(const Problem& p, const Recipe& r);
+
+// Throws std::invalid_argument for an invalid recipe (naming the field) or problem, or a variant the
+// recipe does not model (variant_not_modelled).
 EmulatorResult emulate(const Problem& p, const Recipe& r, const EmulatorOptions& opt = {});
 
 // Integer QK^T logits of an integer recipe before any scale: sum over the head dim of the Q and K

@@ -59,10 +59,19 @@ std::string granularity_not_proven(const Recipe& r) {
   return "";
 }
 
+// The attention variants of a problem (soft-capping, sink logits): no GPU family applies one yet, so
+// every family refuses a problem that has one rather than run it as plain attention.
+std::string variant_not_covered(const Problem& p) {
+  if (p.softcap > 0) return "soft-capped logits (softcap " + std::to_string(p.softcap) + ") are not covered by any GPU family";
+  if (!p.sinks.empty()) return "sink logits are not covered by any GPU family";
+  return "";
+}
+
 // A family takes a recipe when it declares every knob the recipe moves (the knob table: refusal by
 // default) and its own rule takes the values; tiles=fa3_sm90 is resolved to its tiles first.
 std::string row_not_covered(const Family& f, const Problem& p, const Recipe& recipe) {
   const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
+  if (std::string why = variant_not_covered(p); !why.empty()) return why;
   if (std::string knob = undeclared_knob(r, f.id); !knob.empty()) return knob + ": not implemented by this family (knob table)";
   if (std::string why = granularity_not_proven(r); !why.empty()) return why;
   return f.not_covered(p, r);
@@ -74,6 +83,7 @@ std::string family_not_covered(GpuFamily family, const Problem& p, const Recipe&
 
 std::string not_covered(const Problem& p, const Recipe& recipe) {
   const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
+  if (std::string why = variant_not_covered(p); !why.empty()) return why;  // said once, not once a family
   // A knob no family declares: said once, not once a family.
   for (const RecipeKnob& k : recipe_knobs()) {
     if (k.gpu == kNoFamily && knob_differs(k, r)) return std::string(k.name) + "=" + k.get(r) + " is emulator-only (no GPU family implements it)";

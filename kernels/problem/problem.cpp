@@ -99,6 +99,18 @@ void validate(const Problem& p) {
   if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0) {
     throw std::invalid_argument("problem: softmax_scale " + std::to_string(p.softmax_scale) + " must be finite and >= 0 (0 = 1/sqrt(d))");
   }
+  if (!std::isfinite(p.softcap) || p.softcap < 0) {
+    throw std::invalid_argument("problem: softcap " + std::to_string(p.softcap) + " must be finite and >= 0 (0 = none)");
+  }
+  if (!p.sinks.empty()) {
+    if (p.sinks.size() != static_cast<std::size_t>(p.q.heads)) {
+      throw std::invalid_argument("problem: sinks has " + std::to_string(p.sinks.size()) + " values; expected one per query head (" +
+                                  std::to_string(p.q.heads) + ") or none");
+    }
+    for (std::size_t h = 0; h < p.sinks.size(); ++h) {
+      if (!std::isfinite(p.sinks[h])) throw std::invalid_argument("problem: sinks[" + std::to_string(h) + "] is not finite; expected a finite logit");
+    }
+  }
   (void)p.rows.resolve(p.q.tokens);
   check_finite(p.q, "q");
   check_finite(p.k, "k");

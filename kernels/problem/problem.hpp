@@ -1,6 +1,7 @@
 #pragma once
 // One attention evaluation: Q [Hq, N, d], K/V [Hkv, N, d] (Hq a multiple of Hkv: GQA), masks,
 // softmax scale and the query rows to evaluate. Query i and key j sit at positions i and j.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -44,10 +45,18 @@ struct Problem {
   int window = 0;             // sliding window: key j is visible to query i when i - window < j (0 = none);
                               // without `causal` the window is two-sided, |i - j| < window
   double softmax_scale = 0;   // 0 means 1/sqrt(d)
+  // Logit soft-capping (Gemma 2's attn_logit_softcapping): the scaled score s becomes
+  // softcap * tanh(s / softcap) before the softmax; 0 = none.
+  double softcap = 0;
+  // A learned sink logit per query head (gpt-oss): exp(sink - max) joins the softmax's denominator
+  // and multiplies no value. Natural-log units, beside the scaled scores; empty = none.
+  std::vector<double> sinks;
   RowSelection rows;
 
   int group() const { return q.heads / k.heads; }  // query heads per KV head
   double scale() const;
+  // The scaled score as the softmax sees it (soft-capped when the problem caps), in float64.
+  double logit(double scaled) const { return softcap > 0 ? softcap * std::tanh(scaled / softcap) : scaled; }
   // Keys [lo, hi) that query i can see (one interval).
   std::pair<int, int> visible_keys(int i) const {
     int lo = 0, hi = k.tokens;

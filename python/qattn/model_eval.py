@@ -213,8 +213,11 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
         raise EvalError("qattn.model_eval: the model passed an attention mask or a batch; one unpadded sequence is expected")
     layer = int(module.layer_idx)
     window = int(kwargs.get("sliding_window") or getattr(module, "sliding_window", None) or 0)
+    sinks = getattr(module, "sinks", None)  # gpt-oss: a learned sink logit per query head
     kw = dict(causal=bool(getattr(module, "is_causal", True)), window=window,
-              softmax_scale=float(scaling if scaling is not None else module.scaling))
+              softmax_scale=float(scaling if scaling is not None else module.scaling),
+              softcap=float(kwargs.get("softcap") or 0.0),  # Gemma 2's attn_logit_softcapping
+              sinks=None if sinks is None else sinks.detach().to(torch.float64).tolist())
     q, k, v = (x[0].detach() for x in (query, key, value))  # [H, N, d] float32 views (DLPack, any strides)
     line = plan.recipes["sliding" if window else "global"] if plan.layers is None or layer in plan.layers else REFERENCE
     t0 = time.perf_counter()
@@ -362,8 +365,6 @@ def validate(e, path="<experiment>"):
         for i, layer in enumerate(e["layers"]):
             if layer >= n_layers:
                 raise EvalError(f"{path}: $.layers[{i}]: {layer}; {title} has layers 0..{n_layers - 1}")
-    if getattr(cfg, "attn_logit_softcapping", None):
-        raise EvalError(f"{path}: $.model: {title} soft-caps attention logits, which no recipe models")
     if e["backend"] == "gpu":
         if not _core.gpu_available():
             raise EvalError(f"{path}: $.backend: 'gpu', but this qattn was built without GPU kernels; "
@@ -381,7 +382,9 @@ def validate(e, path="<experiment>"):
                 for c in e["contexts"]:
                     q = rng.standard_normal((hq, c, d)).astype(np.float32)
                     kv = rng.standard_normal((hkv, c, d)).astype(np.float32)
-                    why = _core.gpu_not_covered(q, kv, kv, r[kind], causal=True, window=window, softmax_scale=d ** -0.5)
+                    why = _core.gpu_not_covered(q, kv, kv, r[kind], causal=True, window=window, softmax_scale=d ** -0.5,
+                                                softcap=float(getattr(cfg, "attn_logit_softcapping", None) or 0.0),
+                                                sinks=[0.0] * hq if getattr(cfg, "model_type", "") == "gpt_oss" else None)
                     if why:
                         raise EvalError(f"{path}: $.recipes[{json.dumps(name)}]: no GPU kernel runs it on the {kind} layers "
                                         f"at {c} tokens: {why}")

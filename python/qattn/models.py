@@ -114,11 +114,8 @@ def text_config(model):
 
 def attention_variant(cfg):
     """(field, what) of the first attention variant in a transformers configuration that the lab does not
-    model yet, or None. Such a model is refused, naming the field, rather than dumped as plain attention."""
-    if getattr(cfg, "attn_logit_softcapping", None):
-        return "attn_logit_softcapping", f"soft-caps the attention logits (S' = c tanh(S / c), c = {cfg.attn_logit_softcapping})"
-    if getattr(cfg, "model_type", "") == "gpt_oss":
-        return "model_type", "gpt_oss adds a learned sink logit per head to the softmax's denominator"
+    model yet, or None. Such a model is refused, naming the field, rather than dumped as plain attention.
+    Soft-capped logits (attn_logit_softcapping) and sink logits (gpt-oss) are modelled: dumped and run."""
     v_dim = getattr(cfg, "v_head_dim", None)
     qk_dim = (getattr(cfg, "qk_nope_head_dim", 0) or 0) + (getattr(cfg, "qk_rope_head_dim", 0) or 0) or getattr(cfg, "head_dim", None)
     if v_dim and qk_dim and v_dim != qk_dim:
@@ -153,8 +150,14 @@ def load_local(directory, attn_implementation="sdpa"):
         raise ModelError(f"{path}: no tokenizer (tokenizer.json, tokenizer.model or tokenizer_config.json); expected the checkpoint's tokenizer beside it")
     tok = AutoTokenizer.from_pretrained(str(path))
     try:
-        m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, attn_implementation=attn_implementation)
-    except OSError as e:
+        try:
+            m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, attn_implementation=attn_implementation)
+        except ValueError as e:
+            if attn_implementation != "sdpa" or "scaled_dot_product_attention" not in str(e):
+                raise
+            # A model without an SDPA path (gpt-oss: its sinks) runs its own eager attention.
+            m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, attn_implementation="eager")
+    except (OSError, ValueError) as e:
         raise ModelError(f"{path}: the weights cannot be loaded: {str(e).splitlines()[0]}") from None
     m.eval()
     return tok, m, path

@@ -1,4 +1,4 @@
-// The schema-1 reader and writer: round trips, slices, and one clear error per malformed file.
+// The schema-1 and schema-2 reader and writer: round trips, slices, and one clear error per malformed file.
 #include <H5Cpp.h>
 
 #include <cmath>
@@ -191,13 +191,13 @@ TEST_CASE("schema and root attributes", "[datasets][errors]") {
   TempDir t;
   std::string p = valid_file(t, "a.h5");
   edit(p, [](H5::H5File& f) { f.removeAttr("schema"); });
-  CHECK(has(open_error(p), "a.h5: /: attribute 'schema' is missing; expected \"qattn-dump/1\""));
+  CHECK(has(open_error(p), "a.h5: /: attribute 'schema' is missing; expected \"qattn-dump/1\" or \"qattn-dump/2\""));
   p = valid_file(t, "b.h5");
-  edit(p, [](H5::H5File& f) { set_str_attr(f, "schema", "qattn-dump/2"); });
-  CHECK(has(open_error(p), "b.h5: /: schema \"qattn-dump/2\" is newer than this qattn reads (qattn-dump/1)"));
+  edit(p, [](H5::H5File& f) { set_str_attr(f, "schema", "qattn-dump/3"); });
+  CHECK(has(open_error(p), "b.h5: /: schema \"qattn-dump/3\" is newer than this qattn reads (qattn-dump/2)"));
   p = valid_file(t, "c.h5");
   edit(p, [](H5::H5File& f) { set_str_attr(f, "schema", "other/1"); });
-  CHECK(has(open_error(p), "attribute 'schema' = \"other/1\"; expected \"qattn-dump/1\""));
+  CHECK(has(open_error(p), "attribute 'schema' = \"other/1\"; expected \"qattn-dump/1\" or \"qattn-dump/2\""));
   p = valid_file(t, "d.h5");
   edit(p, [](H5::H5File& f) { f.removeAttr("model"); });
   CHECK(has(open_error(p), "d.h5: /: attribute 'model' is missing; expected a string"));
@@ -322,4 +322,57 @@ TEST_CASE("strings from a file must be UTF-8 (they go into JSON reports and Pyth
     CHECK_FALSE(valid_utf8(bad));
   }
   CHECK(qattn::shown_text("ab\xC0\x01") == "ab\\xc0\\x01");
+}
+
+TEST_CASE("schema 2: soft-cap and sink logits read back, sliced with their heads", "[datasets][variants]") {
+  TempDir t;
+  const std::string p = t.file("v2.h5");
+  LayerToWrite l = layer("3", 4, 2, 6, 8, 11);
+  l.softcap = 50.0;
+  l.sinks = {0.5, -1.25, 2.0, 0.0};
+  std::vector<LayerToWrite> layers{layer("1", 4, 2, 6, 8, 1), l};
+  auto attrs = root_attrs(6);
+  attrs["schema"] = attr(schema_for(layers));
+  CHECK(schema_for(layers) == "qattn-dump/2");
+  CHECK(schema_for({layer("1", 4, 2, 6, 8, 1)}) == "qattn-dump/1");
+  write_dataset(p, attrs, layers, FormatId::fp32);
+  const DatasetInfo info = open_dataset(p);
+  CHECK(info.layer("1").softcap == 0);
+  CHECK(info.layer("1").sinks.empty());
+  CHECK(info.layer("3").softcap == 50.0);
+  CHECK(info.layer("3").sinks == l.sinks);
+  const LayerSlice all = load_layer(info, "3");
+  CHECK(all.problem.softcap == 50.0);
+  CHECK(all.problem.sinks == l.sinks);
+  SliceRequest req;
+  req.heads = {3, 1};
+  const LayerSlice some = load_layer(info, "3", req);
+  CHECK(some.problem.sinks == std::vector<double>{0.0, -1.25});
+  CHECK(load_layer(info, "1").problem.sinks.empty());
+}
+
+TEST_CASE("schema 2's fields: a version-1 file that has them, and bad values, are refused by name", "[datasets][variants][errors]") {
+  TempDir t;
+  std::string p = valid_file(t, "a.h5");
+  edit(p, [](H5::H5File& f) {
+    H5::Group g = f.openGroup("/layers/2");
+    const double cap = 30.0;
+    g.createAttribute("softcap", H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_DOUBLE, &cap);
+  });
+  CHECK(has(open_error(p), "a.h5: /layers/2: attribute 'softcap' is a schema-2 field, but the file says qattn-dump/1; expected \"qattn-dump/2\""));
+  edit(p, [](H5::H5File& f) { set_str_attr(f, "schema", "qattn-dump/2"); });
+  CHECK(open_error(p).empty());
+  edit(p, [](H5::H5File& f) {
+    H5::Group g = f.openGroup("/layers/2");
+    g.removeAttr("softcap");
+    set_int_attr(g, "softcap", -3);
+  });
+  CHECK(has(open_error(p), "/layers/2: attribute 'softcap' = -3.000000; expected a positive finite float (absent = none)"));
+  p = valid_file(t, "b.h5");
+  edit(p, [](H5::H5File& f) {
+    set_str_attr(f, "schema", "qattn-dump/2");
+    const hsize_t n = 5;
+    f.createDataSet("/layers/0/sinks", H5::PredType::IEEE_F64LE, H5::DataSpace(1, &n));
+  });
+  CHECK(has(open_error(p), "/layers/0/sinks: shape [5] float (8 bytes); expected [6] float (one per query head)"));
 }

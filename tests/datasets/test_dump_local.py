@@ -2,8 +2,9 @@
 """A user's own checkpoint through the dumper, as a user runs it: tiny random-weight checkpoints built
 offline from transformers' own configurations (two layers, hidden 64), each saved with a word-level
 tokenizer and dumped with `dump_qkv.py --model DIR --text FILE`; the dumper's float64 check must pass
-on every layer and `qattn inspect` must load the dump. Architectures whose attention has a variant the
-lab does not model yet are refused, naming the configuration field, never dumped as plain attention;
+on every layer and `qattn inspect` must load the dump. Gemma 2's soft-capped logits and gpt-oss's sink
+logits are dumped with them (schema 2). Architectures whose attention has a variant the lab does not
+model yet are refused, naming the configuration field, never dumped as plain attention;
 RoPE-free layers (SmolLM3's every fourth) are dumped with rope = "none".
 Usage: test_dump_local.py QATTN_BINARY (run with the dumper's environment: .venv-dump/bin/python)."""
 import collections
@@ -35,9 +36,12 @@ PLAIN = {"llama": {}, "qwen2": {}, "qwen3": {"head_dim": 16}, "mistral": {"slidi
          "smollm3": {"num_hidden_layers": 4}}
 # Layers dumped with rope = "none": SmolLM3 leaves RoPE out of every fourth layer (no_rope_layers).
 ROPE_FREE = {"smollm3": [3]}
+# Variants the lab models, dumped with them (schema 2): Gemma 2's soft-cap, set near the tiny model's
+# scores (|s| ~0.03) so that tanh bends them (the default 50 would leave them linear), and gpt-oss's
+# sink logits (random, ~0.02: against scores near 0 a sink takes about 1 / (row + 2) of a row's mass).
+VARIANTS = {"gemma2": {"head_dim": 16, "attn_logit_softcapping": 0.02}, "gpt_oss": {"head_dim": 16}}
 # Variants the lab does not model yet: the field the refusal must name.
-REFUSED = {"gemma2": ({"head_dim": 16}, "attn_logit_softcapping"), "gpt_oss": ({"head_dim": 16}, "model_type"),
-           "deepseek_v3": ({}, "v_head_dim"), "bloom": ({}, "model_type"), "llama4_text": ({"head_dim": 16}, "attention_chunk_size")}
+REFUSED = {"deepseek_v3": ({}, "v_head_dim"), "bloom": ({}, "model_type"), "llama4_text": ({"head_dim": 16}, "attention_chunk_size")}
 
 
 def tokenizer_for(text):
@@ -69,7 +73,7 @@ def main():
         tmp = Path(tmp)
         text_file = tmp / "text.txt"
         text_file.write_text(text, encoding="utf-8")
-        for model_type, extra in PLAIN.items():
+        for model_type, extra in {**PLAIN, **VARIANTS}.items():
             ckpt = checkpoint(model_type, extra, tmp / model_type, tok)
             out = tmp / f"{model_type}.h5"
             r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(ckpt), "--text", str(text_file),
@@ -81,14 +85,41 @@ def main():
                 continue
             with h5py.File(out, "r") as f:
                 rope_free = [i for i in range(layers) if f[f"layers/{i}"].attrs["rope"] == "none"]
+                schema = f.attrs["schema"]
+                caps = [float(f[f"layers/{i}"].attrs.get("softcap", 0.0)) for i in range(layers)]
+                sinks = [f[f"layers/{i}/sinks"][()] if "sinks" in f[f"layers/{i}"] else None for i in range(layers)]
             if rope_free != ROPE_FREE.get(model_type, []):
                 failures.append(f"{model_type}: layers stored as RoPE-free {rope_free}; expected {ROPE_FREE.get(model_type, [])}")
+                continue
+            want_cap = extra.get("attn_logit_softcapping", 0.0)
+            model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32) if model_type == "gpt_oss" else None
+            want_sinks = [model.model.layers[i].self_attn.sinks.detach().double().numpy() for i in range(layers)] if model else [None] * layers
+            same_sinks = all((a is None and b is None) or (a is not None and b is not None and (a == b).all()) for a, b in zip(sinks, want_sinks))
+            want_schema = "qattn-dump/2" if model_type in VARIANTS else "qattn-dump/1"
+            if schema != want_schema or caps != [want_cap] * layers or not same_sinks:
+                failures.append(f"{model_type}: stored schema {schema}, soft-caps {caps}, sinks {sinks}; expected {want_schema}, "
+                                f"{[want_cap] * layers}, the model's sinks {want_sinks}")
                 continue
             i = subprocess.run([QATTN, "inspect", str(out)], capture_output=True, text=True)
             if i.returncode != 0:
                 failures.append(f"{model_type}: qattn inspect rc {i.returncode}: {i.stderr}")
                 continue
-            print(f"{model_type}: dumped {layers} layers (float64 check passed; RoPE-free: {rope_free}), qattn inspect loads it")
+            said = ("soft-capped at" in i.stdout, "a sink logit per query head" in i.stdout)
+            if said != (bool(want_cap), model is not None):
+                failures.append(f"{model_type}: qattn inspect shows (soft-cap, sinks) = {said}:\n{i.stdout}")
+                continue
+            if model_type in VARIANTS:
+                # A recipe through qattn eval on the variant layer; an integer softmax is refused by name.
+                e = subprocess.run([QATTN, "eval", "--data", str(out), "--layer", "1", "--recipe", "q=bf16 k=bf16 v=bf16 p=bf16", "-q"],
+                                   capture_output=True, text=True)
+                bad = subprocess.run([QATTN, "eval", "--data", str(out), "--layer", "1", "-q", "--recipe",
+                                      "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"], capture_output=True, text=True)
+                refusal = "soft-caps its logits" if want_cap else "sink logits"
+                if e.returncode != 0 or bad.returncode == 0 or refusal not in bad.stderr:
+                    failures.append(f"{model_type}: qattn eval rc {e.returncode}: {e.stdout}{e.stderr}; qflash rc {bad.returncode}: {bad.stderr}")
+                    continue
+            print(f"{model_type}: dumped {layers} layers ({schema}, float64 check passed; RoPE-free: {rope_free}; soft-cap {want_cap}; "
+                  f"sinks {'stored' if model else 'none'}), qattn inspect loads it")
         for model_type, (extra, field) in REFUSED.items():
             ckpt = checkpoint(model_type, extra, tmp / model_type, tok)
             try:
@@ -100,11 +131,11 @@ def main():
                 else:
                     print(f"{model_type}: refused: {e}")
         # The command line says the same, with nothing written.
-        out = tmp / "gemma2.h5"
-        r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(tmp / "gemma2"), "--text", str(text_file),
+        out = tmp / "llama4.h5"
+        r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(tmp / "llama4_text"), "--text", str(text_file),
                             "--tokens", "96", "--out", str(out)], capture_output=True, text=True)
-        if r.returncode != 1 or "attn_logit_softcapping" not in r.stderr or out.exists():
-            failures.append(f"gemma2 on the command line: rc {r.returncode}, {r.stderr}")
+        if r.returncode != 1 or "attention_chunk_size" not in r.stderr or out.exists():
+            failures.append(f"llama4_text on the command line: rc {r.returncode}, {r.stderr}")
         r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(tmp / "nothing-here"), "--tokens", "96",
                             "--out", str(out)], capture_output=True, text=True)
         if r.returncode != 1 or "expected a registry name" not in r.stderr:
@@ -112,7 +143,8 @@ def main():
     if failures:
         print("FAIL:\n" + "\n".join(failures), file=sys.stderr)
         sys.exit(1)
-    print(f"PASS: {len(PLAIN)} architectures dumped and loaded, {len(REFUSED)} variants refused by name ({time.time() - t0:.0f} s)")
+    print(f"PASS: {len(PLAIN) + len(VARIANTS)} architectures dumped and loaded ({len(VARIANTS)} with their variants), "
+          f"{len(REFUSED)} variants refused by name ({time.time() - t0:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -935,3 +935,49 @@ TEST_CASE("split.pad cuts the padded cache into equal chunks of cells; under spl
   CHECK(row(unsplit_small, 5) == row(r, 5));
   CHECK(row(unsplit_small, 5) != row(split, 5));
 }
+
+TEST_CASE("soft-capping and sink logits in the float softmax: hand-worked rows, the reference, refusals", "[emulate][variants]") {
+  // q = 0: two keys of weight 1 and a sink of ln 2 (weight 2): (1 + 3) / 4 = 1. The sink's logit
+  // passes through fp32 twice (ln 2, then times log2 e) and exp2: a few ulps of 1.
+  Problem p = hand_problem(2, 1, {0.0f, 0.0f}, {0.5f, -2.0f}, {1.0f, 3.0f}, 1);
+  CHECK(emulate(p, fp32_recipe()).out.data[0] == 2.0f);  // exact: P = 1, 1 and sums of small integers
+  p.sinks = {std::log(2.0)};
+  CHECK(std::fabs(emulate(p, fp32_recipe()).out.data[0] - 1.0f) < 1e-6f);
+  // Cap 1 on q.k = 2: sigmoid(tanh 2) (0.88079... uncapped), through fp32 tanh, exp2 and a division.
+  p = hand_problem(2, 1, {1.0f, 1.0f}, {2.0f, 0.0f}, {1.0f, 0.0f}, 1);
+  p.softcap = 1.0;
+  CHECK(std::fabs(emulate(p, fp32_recipe()).out.data[0] - 0.7239274686640463) < 1e-6);
+
+  // Scores well past the cap (|s| up to ~40 against cap 5), GQA, causal, a sink per head, P in bf16
+  // (a recipe that rounds), over tiles and three splits whose partials merge before the sink joins.
+  Problem r = random_problem(4, 2, 200, 32, 5);
+  for (float& x : r.q.data) x *= 3.0f;
+  r.causal = true;
+  r.softcap = 5.0;
+  r.sinks = {-1.0, 0.5, 2.5, 6.0};
+  Recipe split = fp32_recipe();
+  split.split_k = 3;
+  split.tiles.block_k = 32;
+  // fp32 products, sums, tanh and exp2 over <= 200 keys: ~1e-6 relative in all (as the plain case).
+  CHECK(versus_reference(r, fp32_recipe()).rel_l2 < 1e-5);
+  CHECK(versus_reference(r, split).rel_l2 < 1e-5);
+  // Without the cap the same tensors are far from the capped reference: the test sees the cap.
+  Problem uncapped = r;
+  uncapped.softcap = 0;
+  CHECK(compare(reference_attention(r).out.data, as_double(emulate(uncapped, fp32_recipe()).out)).rel_l2 > 0.1);
+  Recipe bf16_p = fp32_recipe();
+  bf16_p.p = unit(FormatId::bf16);
+  // bf16 P: 2^-9 relative per weight, averaging down over the keys; 40 dB is far inside it.
+  CHECK(versus_reference(r, bf16_p).sqnr_db > 40);
+
+  // The integer softmaxes apply neither variant: refused by name, never run as plain attention.
+  Problem q = qflash_a2_problem();
+  q.softcap = 30;
+  Recipe qflash = int8_integer_softmax_recipe();
+  qflash.softmax = SoftmaxKind::qflash_integer;
+  CHECK(error_text([&] { (void)emulate(q, qflash); }).find("soft-caps its logits, which recipe softmax=qflash does not model") != std::string::npos);
+  q.softcap = 0;
+  q.sinks.assign(6, 1.0);
+  CHECK(variant_not_modelled(q, qflash).find("sink logits, which recipe softmax=qflash does not model") != std::string::npos);
+  CHECK(variant_not_modelled(q, fp32_recipe()).empty());
+}

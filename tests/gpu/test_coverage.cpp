@@ -182,3 +182,16 @@ TEST_CASE("the presets at 32768 tokens: time and kernel-vs-emulator distance", "
     }
   }
 }
+
+TEST_CASE("attention variants: every family refuses soft-capping and sink logits by name", "[gpu][coverage][variants]") {
+  Problem p = test::random_problem(4, 2, 100, 64, 5);
+  const Recipe r = recipe_from_string("q=bf16 k=bf16 v=bf16 p=bf16");
+  p.softcap = 30;
+  CHECK(gpu::not_covered(p, r).find("soft-capped logits (softcap 30.000000) are not covered by any GPU family") != std::string::npos);
+  for (const GpuFamily f : kGpuFamilies) {
+    CHECK(gpu::family_not_covered(f, p, r).find("soft-capped") != std::string::npos);
+  }
+  p.softcap = 0;
+  p.sinks.assign(4, 0.5);
+  CHECK(gpu::not_covered(p, r).find("sink logits are not covered by any GPU family") != std::string::npos);
+}

@@ -33,7 +33,8 @@ inline Problem random_problem(int hq, int hkv, int n, int d, std::uint64_t seed)
   return p;
 }
 
-// Two-pass softmax in long double, masks written out independently of Problem::visible.
+// Two-pass softmax in long double, masks written out independently of Problem::visible; the
+// soft-cap on the scaled score and a head's sink logit in the denominator, as the problem defines them.
 inline std::vector<long double> naive_attention(const Problem& p, int h, int i) {
   const int n = p.k.tokens, d = p.q.dim, kh = h / (p.q.heads / p.k.heads);
   const long double scale = p.softmax_scale != 0 ? p.softmax_scale : 1.0L / std::sqrt(static_cast<long double>(d));
@@ -49,9 +50,10 @@ inline std::vector<long double> naive_attention(const Problem& p, int h, int i) 
     long double dot = 0;
     for (int c = 0; c < d; ++c) dot += static_cast<long double>(p.q(h, i, c)) * p.k(kh, j, c);
     s[j] = dot * scale;
+    if (p.softcap > 0) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
     mx = std::max(mx, s[j]);
   }
-  long double sum = 0;
+  long double sum = p.sinks.empty() ? 0.0L : std::exp(static_cast<long double>(p.sinks[h]) - mx);
   for (int j = 0; j < n; ++j)
     if (keep[j]) sum += std::exp(s[j] - mx);
   for (int j = 0; j < n; ++j) {

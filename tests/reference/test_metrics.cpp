@@ -71,3 +71,14 @@ TEST_CASE("KL(P_ref || P) and total variation of probability rows", "[metrics]")
   CHECK(error_text([&] { (void)row_divergence(p_ref, std::vector<double>{1.0}); }).find("has 3 entries") !=
         std::string::npos);
 }
+
+TEST_CASE("row divergence with a sink: the rows' missing mass is one more outcome", "[metrics][variants]") {
+  // The reference leaves 0.5 to the sink, the row compared 0.25: keys 0.25, 0.25 vs 0.375, 0.375.
+  const std::vector<double> p_ref{0.25, 0.25}, p{0.375, 0.375};
+  const RowDivergence d = row_divergence(p_ref, p, kKlFloor, true);
+  // KL = 2 (0.25 ln(0.25 / 0.375)) + 0.5 ln(0.5 / 0.25); TV = (0.125 + 0.125 + 0.25) / 2. float64: ulps.
+  CHECK(d.kl == Approx(0.5 * std::log(0.25 / 0.375) + 0.5 * std::log(2.0)).epsilon(1e-14));
+  CHECK(d.total_variation == Approx(0.25).epsilon(1e-14));
+  // Without the sink's outcome the same rows give a negative "KL": not a divergence.
+  CHECK(row_divergence(p_ref, p).kl < 0);
+}

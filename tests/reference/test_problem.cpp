@@ -79,3 +79,18 @@ TEST_CASE("bad rows, windows and scales are rejected", "[reference][errors]") {
   CHECK(error_text([&] { (void)reference_attention(p, opt); }).find("probability row 8 is outside [0, 8)") !=
         std::string::npos);
 }
+
+TEST_CASE("bad soft-caps and sink logits are rejected", "[reference][errors][variants]") {
+  Problem p = random_problem(2, 1, 8, 4, 1);
+  p.softcap = -1;
+  CHECK(problem_error(p).find("softcap -1.000000 must be finite and >= 0 (0 = none)") != std::string::npos);
+  p.softcap = NAN;
+  CHECK(problem_error(p).find("softcap") != std::string::npos);
+  p.softcap = 0;
+  p.sinks = {1.0};
+  CHECK(problem_error(p).find("sinks has 1 values; expected one per query head (2) or none") != std::string::npos);
+  p.sinks = {1.0, INFINITY};
+  CHECK(problem_error(p).find("sinks[1] is not finite") != std::string::npos);
+  p.sinks = {1.0, -2.0};
+  CHECK(problem_error(p).empty());
+}
