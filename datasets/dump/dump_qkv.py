@@ -44,8 +44,9 @@ def _registry():
 
 
 _m = _registry()
-MODELS, ModelError, load_model, load_local, prose_text, text_file, sha256_file, text_config = (
-    _m.MODELS, _m.ModelError, _m.load_model, _m.load_local, _m.prose_text, _m.text_file, _m.sha256_file, _m.text_config)
+MODELS, ModelError, load_model, load_local, prose_text, text_file, sha256_file, text_config, attention_chunk = (
+    _m.MODELS, _m.ModelError, _m.load_model, _m.load_local, _m.prose_text, _m.text_file, _m.sha256_file, _m.text_config,
+    _m.attention_chunk)
 
 
 def open_model(name, cache_dir):
@@ -80,9 +81,10 @@ def die(msg):
     sys.exit(1)
 
 
-def attention_f64(q, k, v, scale, causal, window, rows, softcap=0.0, sinks=None):
+def attention_f64(q, k, v, scale, causal, window, rows, softcap=0.0, sinks=None, chunk=0):
     """Float64 attention for query rows `rows` of every head. q [Hq,N,d], k/v [Hkv,N,d]; softcap c > 0
-    caps the scaled scores (c tanh(s / c)); sinks [Hq] join each head's denominator."""
+    caps the scaled scores (c tanh(s / c)); sinks [Hq] join each head's denominator; chunk C > 0 keeps
+    each query to the keys of its own chunk of C tokens."""
     hq, n, d = q.shape
     group = hq // k.shape[0]
     out = np.empty((hq, len(rows), d))
@@ -99,6 +101,8 @@ def attention_f64(q, k, v, scale, causal, window, rows, softcap=0.0, sinks=None)
             visible &= j[None, :] <= i
         if window:
             visible &= (i - j[None, :]) < window
+        if chunk:
+            visible &= (i // chunk) == (j[None, :] // chunk)
         s = np.where(visible, s, -np.inf)
         m = s.max(axis=1, keepdims=True)
         p = np.exp(s - m)
@@ -201,6 +205,7 @@ def main():
                 "window": int(window),
                 "causal": bool(getattr(module, "is_causal", True)),
                 "softcap": softcap,
+                "chunk": attention_chunk(cfg, idx),
                 "sinks": None if sinks is None else sinks.detach().to(torch.float64).numpy().copy(),
             }
         return out, weights
@@ -228,7 +233,7 @@ def main():
             if np.abs(c[t]).max() > np.finfo(store).max:
                 die(f"layer {layer}: {t} exceeds {args.dtype}'s range")
         model_out = c["out"][:, rows].astype(np.float64)
-        variants = dict(softcap=c["softcap"], sinks=c["sinks"])
+        variants = dict(softcap=c["softcap"], sinks=c["sinks"], chunk=c["chunk"])
         exact = attention_f64(c["q"], c["k"], c["v"], c["scale"], c["causal"], c["window"], rows, **variants)
         stored = attention_f64(*(c[t].astype(store) for t in ("q", "k", "v")), c["scale"], c["causal"], c["window"], rows, **variants)
         e_exact, e_stored = rel_l2(model_out, exact), rel_l2(model_out, stored)
@@ -249,7 +254,7 @@ def main():
         with h5py.File(tmp, "w") as f:
             a = f.attrs
             # Schema 2 adds the variants (a layer's softcap attribute, its sinks); without them, schema 1.
-            variant = any(captured[l]["softcap"] or captured[l]["sinks"] is not None for l in layers)
+            variant = any(captured[l]["softcap"] or captured[l]["chunk"] or captured[l]["sinks"] is not None for l in layers)
             a["schema"] = "qattn-dump/2" if variant else "qattn-dump/1"
             for key, value in provenance.items():
                 a[key] = value
@@ -274,6 +279,8 @@ def main():
                 g.attrs["rope"] = "none" if no_rope and not no_rope[layer] else "applied"  # SmolLM3, Llama 4: RoPE-free layers
                 if c["softcap"]:
                     g.attrs["softcap"] = np.float64(c["softcap"])
+                if c["chunk"]:
+                    g.attrs["attention_chunk"] = np.int64(c["chunk"])
                 if c["sinks"] is not None:
                     g.create_dataset("sinks", data=c["sinks"].astype(np.float64))
                 g.attrs["check_rel_l2_captured"] = np.float64(checks[layer][0])

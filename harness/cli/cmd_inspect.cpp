@@ -54,6 +54,7 @@ Action add_inspect_command(CLI::App& app) {
                  std::isfinite(worst) ? fmt::format("{:.1f}x", worst) : std::string("unbounded"), heads);
     }
     for (const LayerInfo& l : info.layers) {  // the attention variants (schema 2), where a layer has one
+      if (l.chunk > 0) fmt::print("layer {}: chunked attention, chunks of {} tokens\n", l.name, l.chunk);
       if (l.softcap > 0) fmt::print("layer {}: logits soft-capped at {:.6g} (c tanh(s / c))\n", l.name, l.softcap);
       if (!l.sinks.empty()) {
         const auto [lo, hi] = std::minmax_element(l.sinks.begin(), l.sinks.end());

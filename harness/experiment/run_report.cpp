@@ -109,7 +109,11 @@ std::string summary_md(const Experiment& e, const std::vector<json>& rows, const
   }
   const std::vector<json> uncovered = read_log(dir / "not_covered.jsonl");
   if (!uncovered.empty()) {
-    md += "\nNot covered by the GPU kernels (not run, never silently emulated):\n\n";
+    // The GPU's refusals (a recipe no kernel implements) and the emulator's (a softmax that does not
+    // apply the problem's attention variant), each under its own heading.
+    const bool gpu = uncovered.front().value("backend", std::string("gpu")) == "gpu";
+    md += gpu ? "\nNot covered by the GPU kernels (not run, never silently emulated):\n\n"
+              : "\nNot run: the recipe does not apply the layer's attention variant (never run as plain attention):\n\n";
     std::set<std::string> seen;
     for (const json& u : uncovered)
       if (seen.insert(u["recipe"].get<std::string>()).second) md += fmt::format("- {}: {}\n", md_code(u["recipe"].get<std::string>()), md_text(u["reason"].get<std::string>()));

@@ -55,8 +55,8 @@ TensorShape check_tensor(const std::string& file, const H5::Group& g, const std:
   return s;
 }
 
-// The variants of schema 2 (datasets/README.md): the soft-cap attribute and one sink logit per
-// query head, each optional; a version-1 file that has one is refused rather than read as plain.
+// The variants of schema 2 (datasets/README.md): the soft-cap and chunk attributes and one sink
+// logit per query head, each optional; a version-1 file that has one is refused rather than read as plain.
 void check_variants(const std::string& file, const std::string& path, const H5::Group& g,
                     const std::map<std::string, AttrValue>& attrs, int version, LayerInfo& info) {
   const auto needs_v2 = [&](const std::string& what) {
@@ -68,6 +68,14 @@ void check_variants(const std::string& file, const std::string& path, const H5::
     if (!(info.softcap > 0) || !std::isfinite(info.softcap)) {
       fail(file, path, "attribute 'softcap' = " + std::to_string(info.softcap) + "; expected a positive finite float (absent = none)");
     }
+  }
+  if (attrs.count("attention_chunk") != 0) {
+    needs_v2("attribute 'attention_chunk'");
+    const long long chunk = need(file, path, attrs, "attention_chunk", AttrValue::Kind::integer, "a positive token count").i;
+    if (chunk < 1 || chunk > std::numeric_limits<int>::max()) {
+      fail(file, path, "attribute 'attention_chunk' = " + std::to_string(chunk) + "; expected 1 .. 2147483647 (absent = none)");
+    }
+    info.chunk = static_cast<int>(chunk);
   }
   if (!g.nameExists("sinks")) return;
   needs_v2("dataset 'sinks'");
@@ -367,6 +375,7 @@ LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const S
     p.window = l.sliding_window;
     p.softmax_scale = l.softmax_scale;
     p.softcap = l.softcap;
+    p.chunk = l.chunk;
     if (!l.sinks.empty()) {
       for (int h : out.q_heads) p.sinks.push_back(l.sinks[static_cast<std::size_t>(h)]);
     }
@@ -375,7 +384,7 @@ LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const S
 }
 
 std::string schema_for(const std::vector<LayerToWrite>& layers) {
-  const bool variants = std::any_of(layers.begin(), layers.end(), [](const LayerToWrite& l) { return l.softcap > 0 || !l.sinks.empty(); });
+  const bool variants = std::any_of(layers.begin(), layers.end(), [](const LayerToWrite& l) { return l.softcap > 0 || !l.sinks.empty() || l.chunk > 0; });
   return std::string(kSchemaName) + (variants ? "/2" : "/1");
 }
 
@@ -416,6 +425,7 @@ void write_dataset(const std::string& path, const std::map<std::string, AttrValu
       put_attr(g, "softmax_scale", attr(l.softmax_scale));
       put_attr(g, "rope", attr(l.rope));
       if (l.softcap > 0) put_attr(g, "softcap", attr(l.softcap));
+      if (l.chunk > 0) put_attr(g, "attention_chunk", attr(static_cast<long long>(l.chunk)));
       if (!l.sinks.empty()) {
         const hsize_t n = l.sinks.size();
         const H5::DataSpace sp(1, &n);

@@ -14,8 +14,8 @@
 namespace qattn {
 
 inline constexpr const char* kSchemaName = "qattn-dump";
-// Version 2 adds the attention variants: a layer's `softcap` attribute and `sinks` dataset. A dump
-// with neither is written as version 1, as before (version-1 files load as they always did).
+// Version 2 adds the attention variants: a layer's `softcap` and `attention_chunk` attributes and
+// `sinks` dataset. A dump with none of them is written as version 1, as before (version-1 files load as they always did).
 inline constexpr int kSchemaVersion = 2;
 
 struct DatasetError : std::runtime_error {
@@ -41,6 +41,7 @@ struct LayerInfo {
   std::string rope;            // "applied" or "none"
   double softcap = 0;          // logit soft-cap (schema 2; 0 = none)
   std::vector<double> sinks;   // a sink logit per query head (schema 2; empty = none)
+  int chunk = 0;               // chunked attention's chunk in tokens (schema 2; 0 = none)
 };
 
 struct DatasetInfo {
@@ -84,6 +85,7 @@ struct LayerToWrite {
   std::string rope = "applied";
   double softcap = 0;          // written (with schema 2) only when > 0
   std::vector<double> sinks;   // written (with schema 2) only when not empty
+  int chunk = 0;               // written (with schema 2) only when > 0
 };
 // "qattn-dump/2" when a layer carries an attention variant, else "qattn-dump/1".
 std::string schema_for(const std::vector<LayerToWrite>& layers);

@@ -99,6 +99,7 @@ void validate(const Problem& p) {
   if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0) {
     throw std::invalid_argument("problem: softmax_scale " + std::to_string(p.softmax_scale) + " must be finite and >= 0 (0 = 1/sqrt(d))");
   }
+  if (p.chunk < 0) throw std::invalid_argument("problem: chunk=" + std::to_string(p.chunk) + " is negative; expected 0 (none) or a positive token count");
   if (!std::isfinite(p.softcap) || p.softcap < 0) {
     throw std::invalid_argument("problem: softcap " + std::to_string(p.softcap) + " must be finite and >= 0 (0 = none)");
   }

@@ -1,6 +1,7 @@
 #pragma once
 // One attention evaluation: Q [Hq, N, d], K/V [Hkv, N, d] (Hq a multiple of Hkv: GQA), masks,
 // softmax scale and the query rows to evaluate. Query i and key j sit at positions i and j.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -44,6 +45,8 @@ struct Problem {
   bool causal = false;
   int window = 0;             // sliding window: key j is visible to query i when i - window < j (0 = none);
                               // without `causal` the window is two-sided, |i - j| < window
+  int chunk = 0;              // chunked local attention (Llama 4): query i sees only keys of its own chunk,
+                              // floor(j / chunk) = floor(i / chunk) (0 = none)
   double softmax_scale = 0;   // 0 means 1/sqrt(d)
   // Logit soft-capping (Gemma 2's attn_logit_softcapping): the scaled score s becomes
   // softcap * tanh(s / softcap) before the softmax; 0 = none.
@@ -65,11 +68,17 @@ struct Problem {
       lo = i - window + 1 > 0 ? i - window + 1 : 0;
       if (!causal) hi = window < k.tokens - i ? i + window : k.tokens;  // i + window may overflow int
     }
+    if (chunk > 0) {
+      const int start = i - i % chunk;
+      lo = std::max(lo, start);
+      if (chunk < k.tokens - start) hi = std::min(hi, start + chunk);  // start + chunk may overflow int
+    }
     return {lo, hi};
   }
   bool visible(int i, int j) const {
     if (causal && j > i) return false;
     if (window > 0 && (i - j >= window || j - i >= window)) return false;
+    if (chunk > 0 && i / chunk != j / chunk) return false;
     return true;
   }
 };

@@ -217,7 +217,8 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
     kw = dict(causal=bool(getattr(module, "is_causal", True)), window=window,
               softmax_scale=float(scaling if scaling is not None else module.scaling),
               softcap=float(kwargs.get("softcap") or 0.0),  # Gemma 2's attn_logit_softcapping
-              sinks=None if sinks is None else sinks.detach().to(torch.float64).tolist())
+              sinks=None if sinks is None else sinks.detach().to(torch.float64).tolist(),
+              chunk=_models.attention_chunk(_models.text_config(module), layer) if hasattr(module, "config") else 0)
     q, k, v = (x[0].detach() for x in (query, key, value))  # [H, N, d] float32 views (DLPack, any strides)
     line = plan.recipes["sliding" if window else "global"] if plan.layers is None or layer in plan.layers else REFERENCE
     t0 = time.perf_counter()

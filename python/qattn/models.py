@@ -115,16 +115,23 @@ def text_config(model):
 def attention_variant(cfg):
     """(field, what) of the first attention variant in a transformers configuration that the lab does not
     model yet, or None. Such a model is refused, naming the field, rather than dumped as plain attention.
-    Soft-capped logits (attn_logit_softcapping) and sink logits (gpt-oss) are modelled: dumped and run."""
+    Soft-capped logits (attn_logit_softcapping), sink logits (gpt-oss) and chunked attention
+    (attention_chunk_size on the layers whose layer_types say chunked_attention) are modelled."""
     v_dim = getattr(cfg, "v_head_dim", None)
     qk_dim = (getattr(cfg, "qk_nope_head_dim", 0) or 0) + (getattr(cfg, "qk_rope_head_dim", 0) or 0) or getattr(cfg, "head_dim", None)
     if v_dim and qk_dim and v_dim != qk_dim:
         return "v_head_dim", f"has a value head dim ({v_dim}) unlike the query/key head dim ({qk_dim})"
     if getattr(cfg, "model_type", "") == "bloom" or getattr(cfg, "alibi", False) or getattr(getattr(cfg, "attn_config", None), "alibi", False):
         return "alibi" if getattr(cfg, "model_type", "") != "bloom" else "model_type", "adds ALiBi slopes to the attention logits"
-    if getattr(cfg, "attention_chunk_size", None):
-        return "attention_chunk_size", f"attends in chunks of {cfg.attention_chunk_size} tokens"
     return None
+
+
+def attention_chunk(cfg, layer):
+    """The chunk of chunked local attention on a layer (Llama 4: attention_chunk_size where layer_types
+    says chunked_attention), or 0."""
+    chunk = getattr(cfg, "attention_chunk_size", None) or 0
+    types = getattr(cfg, "layer_types", None)
+    return int(chunk) if chunk and types and types[layer] == "chunked_attention" else 0
 
 
 def load_local(directory, attn_implementation="sdpa"):

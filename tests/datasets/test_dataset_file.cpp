@@ -324,12 +324,13 @@ TEST_CASE("strings from a file must be UTF-8 (they go into JSON reports and Pyth
   CHECK(qattn::shown_text("ab\xC0\x01") == "ab\\xc0\\x01");
 }
 
-TEST_CASE("schema 2: soft-cap and sink logits read back, sliced with their heads", "[datasets][variants]") {
+TEST_CASE("schema 2: soft-cap, sink logits and chunks read back, sliced with their heads", "[datasets][variants]") {
   TempDir t;
   const std::string p = t.file("v2.h5");
   LayerToWrite l = layer("3", 4, 2, 6, 8, 11);
   l.softcap = 50.0;
   l.sinks = {0.5, -1.25, 2.0, 0.0};
+  l.chunk = 4;
   std::vector<LayerToWrite> layers{layer("1", 4, 2, 6, 8, 1), l};
   auto attrs = root_attrs(6);
   attrs["schema"] = attr(schema_for(layers));
@@ -343,6 +344,8 @@ TEST_CASE("schema 2: soft-cap and sink logits read back, sliced with their heads
   CHECK(info.layer("3").sinks == l.sinks);
   const LayerSlice all = load_layer(info, "3");
   CHECK(all.problem.softcap == 50.0);
+  CHECK(all.problem.chunk == 4);
+  CHECK(load_layer(info, "1").problem.chunk == 0);
   CHECK(all.problem.sinks == l.sinks);
   SliceRequest req;
   req.heads = {3, 1};
@@ -375,4 +378,12 @@ TEST_CASE("schema 2's fields: a version-1 file that has them, and bad values, ar
     f.createDataSet("/layers/0/sinks", H5::PredType::IEEE_F64LE, H5::DataSpace(1, &n));
   });
   CHECK(has(open_error(p), "/layers/0/sinks: shape [5] float (8 bytes); expected [6] float (one per query head)"));
+  p = valid_file(t, "c.h5");
+  edit(p, [](H5::H5File& f) {
+    H5::Group g = f.openGroup("/layers/10");
+    set_int_attr(g, "attention_chunk", 0);
+  });
+  CHECK(has(open_error(p), "/layers/10: attribute 'attention_chunk' is a schema-2 field, but the file says qattn-dump/1"));
+  edit(p, [](H5::H5File& f) { set_str_attr(f, "schema", "qattn-dump/2"); });
+  CHECK(has(open_error(p), "/layers/10: attribute 'attention_chunk' = 0; expected 1 .. 2147483647 (absent = none)"));
 }

@@ -3,12 +3,13 @@
 offline from transformers' own configurations (two layers, hidden 64), each saved with a word-level
 tokenizer and dumped with `dump_qkv.py --model DIR --text FILE`; the dumper's float64 check must pass
 on every layer and `qattn inspect` must load the dump. Gemma 2's soft-capped logits and gpt-oss's sink
-logits are dumped with them (schema 2). Architectures whose attention has a variant the lab does not
+logits and Llama 4's chunked attention are dumped with them (schema 2). Architectures whose attention has a variant the lab does not
 model yet are refused, naming the configuration field, never dumped as plain attention;
 RoPE-free layers (SmolLM3's every fourth) are dumped with rope = "none".
 Usage: test_dump_local.py QATTN_BINARY (run with the dumper's environment: .venv-dump/bin/python)."""
 import collections
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -35,13 +36,17 @@ TINY = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention
 PLAIN = {"llama": {}, "qwen2": {}, "qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 32}, "phi3": {}, "olmo2": {},
          "smollm3": {"num_hidden_layers": 4}}
 # Layers dumped with rope = "none": SmolLM3 leaves RoPE out of every fourth layer (no_rope_layers).
-ROPE_FREE = {"smollm3": [3]}
+ROPE_FREE = {"smollm3": [3], "llama4_text": [3]}
 # Variants the lab models, dumped with them (schema 2): Gemma 2's soft-cap, set near the tiny model's
 # scores (|s| ~0.03) so that tanh bends them (the default 50 would leave them linear), and gpt-oss's
 # sink logits (random, ~0.02: against scores near 0 a sink takes about 1 / (row + 2) of a row's mass).
-VARIANTS = {"gemma2": {"head_dim": 16, "attn_logit_softcapping": 0.02}, "gpt_oss": {"head_dim": 16}}
+# Llama 4's chunked attention with chunks of 32 of the 96 tokens on layers 0-2 (layer 3 global and
+# RoPE-free, as its no_rope_layers interval of 4 makes it).
+VARIANTS = {"gemma2": {"head_dim": 16, "attn_logit_softcapping": 0.02}, "gpt_oss": {"head_dim": 16},
+            "llama4_text": {"head_dim": 16, "num_hidden_layers": 4, "attention_chunk_size": 32}}
+CHUNKS = {"llama4_text": [32, 32, 32, 0]}
 # Variants the lab does not model yet: the field the refusal must name.
-REFUSED = {"deepseek_v3": ({}, "v_head_dim"), "bloom": ({}, "model_type"), "llama4_text": ({"head_dim": 16}, "attention_chunk_size")}
+REFUSED = {"deepseek_v3": ({}, "v_head_dim"), "bloom": ({}, "model_type")}
 
 
 def tokenizer_for(text):
@@ -88,6 +93,7 @@ def main():
                 schema = f.attrs["schema"]
                 caps = [float(f[f"layers/{i}"].attrs.get("softcap", 0.0)) for i in range(layers)]
                 sinks = [f[f"layers/{i}/sinks"][()] if "sinks" in f[f"layers/{i}"] else None for i in range(layers)]
+                chunks = [int(f[f"layers/{i}"].attrs.get("attention_chunk", 0)) for i in range(layers)]
             if rope_free != ROPE_FREE.get(model_type, []):
                 failures.append(f"{model_type}: layers stored as RoPE-free {rope_free}; expected {ROPE_FREE.get(model_type, [])}")
                 continue
@@ -96,16 +102,17 @@ def main():
             want_sinks = [model.model.layers[i].self_attn.sinks.detach().double().numpy() for i in range(layers)] if model else [None] * layers
             same_sinks = all((a is None and b is None) or (a is not None and b is not None and (a == b).all()) for a, b in zip(sinks, want_sinks))
             want_schema = "qattn-dump/2" if model_type in VARIANTS else "qattn-dump/1"
-            if schema != want_schema or caps != [want_cap] * layers or not same_sinks:
-                failures.append(f"{model_type}: stored schema {schema}, soft-caps {caps}, sinks {sinks}; expected {want_schema}, "
-                                f"{[want_cap] * layers}, the model's sinks {want_sinks}")
+            want_chunks = CHUNKS.get(model_type, [0] * layers)
+            if schema != want_schema or caps != [want_cap] * layers or not same_sinks or chunks != want_chunks:
+                failures.append(f"{model_type}: stored schema {schema}, soft-caps {caps}, sinks {sinks}, chunks {chunks}; expected {want_schema}, "
+                                f"{[want_cap] * layers}, the model's sinks {want_sinks}, chunks {want_chunks}")
                 continue
             i = subprocess.run([QATTN, "inspect", str(out)], capture_output=True, text=True)
             if i.returncode != 0:
                 failures.append(f"{model_type}: qattn inspect rc {i.returncode}: {i.stderr}")
                 continue
-            said = ("soft-capped at" in i.stdout, "a sink logit per query head" in i.stdout)
-            if said != (bool(want_cap), model is not None):
+            said = ("soft-capped at" in i.stdout, "a sink logit per query head" in i.stdout, "chunked attention" in i.stdout)
+            if said != (bool(want_cap), model is not None, any(want_chunks)):
                 failures.append(f"{model_type}: qattn inspect shows (soft-cap, sinks) = {said}:\n{i.stdout}")
                 continue
             if model_type in VARIANTS:
@@ -114,12 +121,28 @@ def main():
                                    capture_output=True, text=True)
                 bad = subprocess.run([QATTN, "eval", "--data", str(out), "--layer", "1", "-q", "--recipe",
                                       "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"], capture_output=True, text=True)
-                refusal = "soft-caps its logits" if want_cap else "sink logits"
-                if e.returncode != 0 or bad.returncode == 0 or refusal not in bad.stderr:
+                refusal = "soft-caps its logits" if want_cap else "sink logits" if model else None
+                if e.returncode != 0 or (refusal and (bad.returncode == 0 or refusal not in bad.stderr)):
                     failures.append(f"{model_type}: qattn eval rc {e.returncode}: {e.stdout}{e.stderr}; qflash rc {bad.returncode}: {bad.stderr}")
                     continue
+                # An experiment over every layer: the float recipe runs on each, the integer softmax is
+                # listed as not run where it cannot apply the variant.
+                report = tmp / f"{model_type}-report"
+                experiment = tmp / f"{model_type}.json"
+                experiment.write_text(json.dumps({
+                    "name": model_type, "dataset": str(out), "selection": {"layers": list(range(layers)), "contexts": [96], "rows": 32},
+                    "seed": 1, "output": str(report),
+                    "recipes": {"int8 + e4m3": "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel",
+                                "qflash": "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"}}))
+                run = subprocess.run([QATTN, "run", str(experiment), "-q"], capture_output=True, text=True)
+                rows = (report / "results.jsonl").read_text().splitlines() if run.returncode == 0 else []
+                summary = (report / "summary.md").read_text() if run.returncode == 0 else ""
+                ran = sum('"int8 + e4m3"' in r for r in rows)
+                if run.returncode != 0 or ran != layers * TINY["num_attention_heads"] or bool(refusal) != ("- `qflash`: the problem" in summary):
+                    failures.append(f"{model_type}: qattn run rc {run.returncode}, {ran} int8 + e4m3 rows: {run.stderr}\n{summary}")
+                    continue
             print(f"{model_type}: dumped {layers} layers ({schema}, float64 check passed; RoPE-free: {rope_free}; soft-cap {want_cap}; "
-                  f"sinks {'stored' if model else 'none'}), qattn inspect loads it")
+                  f"sinks {'stored' if model else 'none'}; chunks {chunks}), qattn inspect loads it")
         for model_type, (extra, field) in REFUSED.items():
             ckpt = checkpoint(model_type, extra, tmp / model_type, tok)
             try:
@@ -131,11 +154,11 @@ def main():
                 else:
                     print(f"{model_type}: refused: {e}")
         # The command line says the same, with nothing written.
-        out = tmp / "llama4.h5"
-        r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(tmp / "llama4_text"), "--text", str(text_file),
+        out = tmp / "deepseek.h5"
+        r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(tmp / "deepseek_v3"), "--text", str(text_file),
                             "--tokens", "96", "--out", str(out)], capture_output=True, text=True)
-        if r.returncode != 1 or "attention_chunk_size" not in r.stderr or out.exists():
-            failures.append(f"llama4_text on the command line: rc {r.returncode}, {r.stderr}")
+        if r.returncode != 1 or "v_head_dim" not in r.stderr or out.exists():
+            failures.append(f"deepseek_v3 on the command line: rc {r.returncode}, {r.stderr}")
         r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(tmp / "nothing-here"), "--tokens", "96",
                             "--out", str(out)], capture_output=True, text=True)
         if r.returncode != 1 or "expected a registry name" not in r.stderr:

@@ -936,6 +936,22 @@ TEST_CASE("split.pad cuts the padded cache into equal chunks of cells; under spl
   CHECK(row(unsplit_small, 5) != row(split, 5));
 }
 
+namespace {
+
+// A problem with a variant against the reference, in one fp32 pass and over three splits of 32-key
+// tiles, and the same tensors without the variant far from it (the test sees the variant).
+void check_variant(const Problem& with, const Problem& without) {
+  Recipe split = fp32_recipe();
+  split.split_k = 3;
+  split.tiles.block_k = 32;
+  // fp32 products, sums, tanh and exp2 over <= 200 keys: ~1e-6 relative in all (as the plain case).
+  CHECK(versus_reference(with, fp32_recipe()).rel_l2 < 1e-5);
+  CHECK(versus_reference(with, split).rel_l2 < 1e-5);
+  CHECK(compare(reference_attention(with).out.data, as_double(emulate(without, fp32_recipe()).out)).rel_l2 > 0.1);
+}
+
+}  // namespace
+
 TEST_CASE("soft-capping and sink logits in the float softmax: hand-worked rows, the reference, refusals", "[emulate][variants]") {
   // q = 0: two keys of weight 1 and a sink of ln 2 (weight 2): (1 + 3) / 4 = 1. The sink's logit
   // passes through fp32 twice (ln 2, then times log2 e) and exp2: a few ulps of 1.
@@ -955,16 +971,9 @@ TEST_CASE("soft-capping and sink logits in the float softmax: hand-worked rows, 
   r.causal = true;
   r.softcap = 5.0;
   r.sinks = {-1.0, 0.5, 2.5, 6.0};
-  Recipe split = fp32_recipe();
-  split.split_k = 3;
-  split.tiles.block_k = 32;
-  // fp32 products, sums, tanh and exp2 over <= 200 keys: ~1e-6 relative in all (as the plain case).
-  CHECK(versus_reference(r, fp32_recipe()).rel_l2 < 1e-5);
-  CHECK(versus_reference(r, split).rel_l2 < 1e-5);
-  // Without the cap the same tensors are far from the capped reference: the test sees the cap.
   Problem uncapped = r;
   uncapped.softcap = 0;
-  CHECK(compare(reference_attention(r).out.data, as_double(emulate(uncapped, fp32_recipe()).out)).rel_l2 > 0.1);
+  check_variant(r, uncapped);
   Recipe bf16_p = fp32_recipe();
   bf16_p.p = unit(FormatId::bf16);
   // bf16 P: 2^-9 relative per weight, averaging down over the keys; 40 dB is far inside it.
@@ -980,4 +989,23 @@ TEST_CASE("soft-capping and sink logits in the float softmax: hand-worked rows, 
   q.sinks.assign(6, 1.0);
   CHECK(variant_not_modelled(q, qflash).find("sink logits, which recipe softmax=qflash does not model") != std::string::npos);
   CHECK(variant_not_modelled(q, fp32_recipe()).empty());
+}
+
+TEST_CASE("chunked attention in the emulator: tiles that straddle chunks, splits, the reference", "[emulate][variants]") {
+  Problem r = random_problem(4, 2, 200, 32, 8);
+  r.causal = true;
+  r.chunk = 48;  // not a multiple of the 32-key tiles: tiles straddle chunk edges
+  Problem whole = r;
+  whole.chunk = 0;
+  check_variant(r, whole);
+  r.causal = false;
+  whole.causal = false;
+  check_variant(r, whole);
+  // The integer softmaxes mask by the same rule: QFlash on chunks against the reference.
+  Problem q = qflash_a2_problem();
+  q.chunk = 50;
+  Recipe qflash = int8_integer_softmax_recipe();
+  qflash.softmax = SoftmaxKind::qflash_integer;
+  CHECK(variant_not_modelled(q, qflash).empty());
+  CHECK(versus_reference(q, qflash).sqnr_db > 20);  // int8 everywhere: ~25-30 dB on this workload
 }

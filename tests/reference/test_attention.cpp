@@ -214,3 +214,35 @@ TEST_CASE("soft-capping and sink logits: hand-worked rows and the naive attentio
     CHECK(max_diff_to_naive(r, reference_attention(r, o)) < 1e-12);
   }
 }
+
+TEST_CASE("chunked attention: a query sees its own chunk's keys only", "[reference][variants]") {
+  // Chunks of 2 over 4 tokens, q = 0 (equal weights): query 3 averages values 3 and 4 of keys 2 and 3
+  // (3.5) where causal attention averages all four (2.5); non-causal, query 2 does the same.
+  Problem p;
+  p.q = TensorF(1, 4, 1);
+  p.k = TensorF(1, 4, 1);
+  p.v = TensorF(1, 4, 1);
+  p.k.data = {0.5f, -1.0f, 2.0f, 0.25f};
+  p.v.data = {1.0f, 2.0f, 3.0f, 4.0f};
+  p.causal = true;
+  p.rows = RowSelection::range_of(2, 4);
+  CHECK(reference_attention(p).out.data[1] == Approx(2.5).epsilon(1e-15));  // float64 mean of four: ulps
+  p.chunk = 2;
+  const ReferenceResult r = reference_attention(p);
+  CHECK(r.out.data[0] == 3.0);  // query 2 is its chunk's first: key 2 alone, exactly
+  CHECK(r.out.data[1] == Approx(3.5).epsilon(1e-15));
+  p.causal = false;
+  CHECK(reference_attention(p).out.data[0] == Approx(3.5).epsilon(1e-15));
+  CHECK(p.visible_keys(2) == std::pair<int, int>{2, 4});
+  // Random heads: chunks with and without causality, with a window inside the chunks, GQA.
+  for (const bool causal : {false, true}) {
+    Problem q = random_problem(4, 2, 70, 16, 31);
+    q.causal = causal;
+    q.chunk = 24;  // 70 tokens: chunks of 24, 24 and 22
+    q.window = causal ? 10 : 0;
+    ReferenceOptions o;
+    o.block_q = 16;
+    o.block_k = 8;
+    CHECK(max_diff_to_naive(q, reference_attention(q, o)) < 1e-12);  // as the case above
+  }
+}

@@ -45,6 +45,7 @@ inline std::vector<long double> naive_attention(const Problem& p, int h, int i) 
     bool ok = true;
     if (p.causal && j > i) ok = false;
     if (p.window > 0 && std::abs(i - j) >= p.window) ok = false;
+    if (p.chunk > 0 && i / p.chunk != j / p.chunk) ok = false;
     keep[j] = ok;
     if (!ok) continue;
     long double dot = 0;

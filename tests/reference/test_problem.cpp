@@ -80,7 +80,7 @@ TEST_CASE("bad rows, windows and scales are rejected", "[reference][errors]") {
         std::string::npos);
 }
 
-TEST_CASE("bad soft-caps and sink logits are rejected", "[reference][errors][variants]") {
+TEST_CASE("bad soft-caps, sink logits and chunks are rejected", "[reference][errors][variants]") {
   Problem p = random_problem(2, 1, 8, 4, 1);
   p.softcap = -1;
   CHECK(problem_error(p).find("softcap -1.000000 must be finite and >= 0 (0 = none)") != std::string::npos);
@@ -93,4 +93,6 @@ TEST_CASE("bad soft-caps and sink logits are rejected", "[reference][errors][var
   CHECK(problem_error(p).find("sinks[1] is not finite") != std::string::npos);
   p.sinks = {1.0, -2.0};
   CHECK(problem_error(p).empty());
+  p.chunk = -2;
+  CHECK(problem_error(p).find("chunk=-2 is negative; expected 0 (none) or a positive token count") != std::string::npos);
 }
