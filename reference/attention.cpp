@@ -43,12 +43,15 @@ void attend_block(const Problem& p, const Mat& k, const Mat& v, int h, const std
   const double scale = p.scale();
 
   Vec m = Vec::Constant(br, kNegInf), l = Vec::Zero(br);
-  Mat o = Mat::Zero(br, d), s, prob;
+  Mat o = Mat::Zero(br, p.v.dim), s, prob;  // O has V's head dim
   for (int j0 = lo; j0 < hi; j0 += block_k) {
     const int bc = std::min(block_k, hi - j0);
     s.noalias() = q * k.middleRows(j0, bc).transpose();
     s *= scale;
-    if (p.softcap > 0) s = s.unaryExpr([&p](double x) { return p.logit(x); });
+    if (p.softcap > 0 || !p.alibi.empty()) {
+      for (Eigen::Index r = 0; r < br; ++r)
+        for (int j = 0; j < bc; ++j) s(r, j) = p.logit(s(r, j), h, rows[r0 + r], j0 + j);
+    }
     const int j1 = j0 + bc - 1;
     const bool all_visible = p.visible(rmin, j1) && p.visible(rmax, j0) && p.visible(rmin, j0) && p.visible(rmax, j1);
     if (!all_visible) {
@@ -70,7 +73,7 @@ void attend_block(const Problem& p, const Mat& k, const Mat& v, int h, const std
   // A sink's weight joins the denominator against the row's final max; it multiplies no value.
   if (!p.sinks.empty()) l += (p.sinks[h] - m.array()).exp().matrix();
   for (Eigen::Index r = 0; r < br; ++r)
-    for (int c = 0; c < d; ++c) out(h, static_cast<int>(r0 + r), c) = o(r, c) / l(r);
+    for (int c = 0; c < p.v.dim; ++c) out(h, static_cast<int>(r0 + r), c) = o(r, c) / l(r);
 }
 
 // Probability row of query i against every key, two-pass (final max, then normalize).
@@ -81,7 +84,7 @@ void probability_row(const Problem& p, const Mat& k, int h, int i, double* dst) 
   Vec s = (k * q) * p.scale();
   double mx = kNegInf;
   for (int j = 0; j < n; ++j) {
-    s(j) = p.visible(i, j) ? p.logit(s(j)) : kNegInf;
+    s(j) = p.visible(i, j) ? p.logit(s(j), h, i, j) : kNegInf;
     mx = std::max(mx, s(j));
   }
   double sum = p.sinks.empty() ? 0.0 : std::exp(p.sinks[h] - mx);
@@ -109,10 +112,10 @@ ReferenceResult reference_attention(const Problem& p, const ReferenceOptions& op
   ReferenceResult res;
   res.rows = p.rows.resolve(p.q.tokens);
   res.prob_rows = opt.prob_rows;
-  const int hq = p.q.heads, d = p.q.dim, n = p.k.tokens, group = p.group();
+  const int hq = p.q.heads, n = p.k.tokens, group = p.group();
   const std::vector<Mat> k = heads_as_double(p.k), v = heads_as_double(p.v);
 
-  res.out = TensorD(hq, static_cast<int>(res.rows.size()), d);
+  res.out = TensorD(hq, static_cast<int>(res.rows.size()), p.v.dim);
   const std::size_t blocks = (res.rows.size() + opt.block_q - 1) / opt.block_q;
   const auto tasks = static_cast<long>(blocks * hq);
   parallel_tasks(tasks, 0, [&](long t) {

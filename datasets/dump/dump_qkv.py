@@ -81,18 +81,20 @@ def die(msg):
     sys.exit(1)
 
 
-def attention_f64(q, k, v, scale, causal, window, rows, softcap=0.0, sinks=None, chunk=0):
-    """Float64 attention for query rows `rows` of every head. q [Hq,N,d], k/v [Hkv,N,d]; softcap c > 0
+def attention_f64(q, k, v, scale, causal, window, rows, softcap=0.0, sinks=None, chunk=0, alibi=None):
+    """Float64 attention for query rows `rows` of every head. q [Hq,N,d], k [Hkv,N,d], v [Hkv,N,dv]; softcap c > 0
     caps the scaled scores (c tanh(s / c)); sinks [Hq] join each head's denominator; chunk C > 0 keeps
-    each query to the keys of its own chunk of C tokens."""
-    hq, n, d = q.shape
+    each query to the keys of its own chunk of C tokens; alibi [Hq] adds -slope |i - j| to the scaled scores."""
+    hq, n, _ = q.shape
     group = hq // k.shape[0]
-    out = np.empty((hq, len(rows), d))
+    out = np.empty((hq, len(rows), v.shape[2]))  # V's head dim (DeepSeek's MLA: 128 against Q/K's 192)
     j = np.arange(n)
     for h in range(hq):
         kh = k[h // group].astype(np.float64)
         vh = v[h // group].astype(np.float64)
         s = (q[h, rows].astype(np.float64) @ kh.T) * scale
+        if alibi is not None:
+            s -= float(alibi[h]) * np.abs(np.asarray(rows)[:, None] - j[None, :])
         if softcap:
             s = softcap * np.tanh(s / softcap)
         i = np.asarray(rows)[:, None]
@@ -111,6 +113,38 @@ def attention_f64(q, k, v, scale, causal, window, rows, softcap=0.0, sinks=None,
             denom += np.exp(float(sinks[h]) - m)
         out[h] = (p / denom) @ vh
     return out
+
+
+def capture_bloom(model, layers, captured):
+    """BLOOM's attention is its own (not transformers' attention interface): hooks read Q, K, V from
+    its fused projection, ALiBi's slopes from the bias it adds (slope * j, so the slope is the bias at
+    key 1), and its output where it enters the dense projection."""
+    import torch
+
+    for idx, block in enumerate(model.transformer.h):
+        if idx not in layers:
+            continue
+        attn = block.self_attention
+
+        def before(module, args, kwargs, idx=idx):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            alibi = kwargs["alibi"] if "alibi" in kwargs else args[2]
+            with torch.no_grad():
+                q, k, v = module._reshape(module.query_key_value(hidden))  # [1, H, N, d] each
+            heads = module.num_heads
+            captured[idx] = {
+                "q": q[0].to(torch.float32).numpy().copy(), "k": k[0].to(torch.float32).numpy().copy(),
+                "v": v[0].to(torch.float32).numpy().copy(), "scale": float(module.inv_norm_factor), "window": 0, "causal": True,
+                "softcap": 0.0, "chunk": 0, "sinks": None,
+                "alibi": (alibi[:heads, 0, 1] - alibi[:heads, 0, 0]).to(torch.float64).numpy().copy(),
+            }
+
+        def at_dense(module, args, idx=idx):
+            n = args[0].shape[1]
+            captured[idx]["out"] = args[0][0].reshape(n, -1, captured[idx]["q"].shape[2]).transpose(0, 1).to(torch.float32).numpy().copy()
+
+        attn.register_forward_pre_hook(before, with_kwargs=True)
+        attn.dense.register_forward_pre_hook(at_dense)
 
 
 def rel_l2(x, ref):
@@ -206,6 +240,7 @@ def main():
                 "causal": bool(getattr(module, "is_causal", True)),
                 "softcap": softcap,
                 "chunk": attention_chunk(cfg, idx),
+                "alibi": None,
                 "sinks": None if sinks is None else sinks.detach().to(torch.float64).numpy().copy(),
             }
         return out, weights
@@ -213,6 +248,8 @@ def main():
     ALL_ATTENTION_FUNCTIONS["sdpa"] = capture
     if own_eager is not None:
         modeling.eager_attention_forward = capture
+    if getattr(cfg, "model_type", "") == "bloom":
+        capture_bloom(model, layers, captured)
     # The decoder stack alone: the LM head's logits (N x vocab; 34 GB for Gemma 3 at 32k) are not needed.
     with torch.no_grad():
         model.get_decoder()(input_ids=ids, use_cache=False)
@@ -233,7 +270,7 @@ def main():
             if np.abs(c[t]).max() > np.finfo(store).max:
                 die(f"layer {layer}: {t} exceeds {args.dtype}'s range")
         model_out = c["out"][:, rows].astype(np.float64)
-        variants = dict(softcap=c["softcap"], sinks=c["sinks"], chunk=c["chunk"])
+        variants = dict(softcap=c["softcap"], sinks=c["sinks"], chunk=c["chunk"], alibi=c["alibi"])
         exact = attention_f64(c["q"], c["k"], c["v"], c["scale"], c["causal"], c["window"], rows, **variants)
         stored = attention_f64(*(c[t].astype(store) for t in ("q", "k", "v")), c["scale"], c["causal"], c["window"], rows, **variants)
         e_exact, e_stored = rel_l2(model_out, exact), rel_l2(model_out, stored)
@@ -254,7 +291,8 @@ def main():
         with h5py.File(tmp, "w") as f:
             a = f.attrs
             # Schema 2 adds the variants (a layer's softcap attribute, its sinks); without them, schema 1.
-            variant = any(captured[l]["softcap"] or captured[l]["chunk"] or captured[l]["sinks"] is not None for l in layers)
+            variant = any(captured[l]["softcap"] or captured[l]["chunk"] or captured[l]["sinks"] is not None or captured[l]["alibi"] is not None
+                          or captured[l]["v"].shape[2] != captured[l]["k"].shape[2] for l in layers)
             a["schema"] = "qattn-dump/2" if variant else "qattn-dump/1"
             for key, value in provenance.items():
                 a[key] = value
@@ -283,6 +321,8 @@ def main():
                     g.attrs["attention_chunk"] = np.int64(c["chunk"])
                 if c["sinks"] is not None:
                     g.create_dataset("sinks", data=c["sinks"].astype(np.float64))
+                if c["alibi"] is not None:
+                    g.create_dataset("alibi_slopes", data=c["alibi"].astype(np.float64))
                 g.attrs["check_rel_l2_captured"] = np.float64(checks[layer][0])
                 g.attrs["check_rel_l2_stored"] = np.float64(checks[layer][1])
         os.replace(tmp, out)

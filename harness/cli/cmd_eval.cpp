@@ -121,6 +121,12 @@ int run_eval(const EvalOptions* o) {
                              {"rows", ref.rows.size()},
                              {"causal", p.causal},
                              {"window", p.window},
+                             // The attention variants (null or 0: none), so a result says what it measured.
+                             {"softcap", p.softcap},
+                             {"chunk", p.chunk},
+                             {"sinks", p.sinks.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.sinks)},
+                             {"alibi", p.alibi.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.alibi)},
+                             {"v_dim", p.v.dim},
                              {"recipe", to_string(recipe)},
                              {"backend", backend::name(be)},
                              {"kernel", run.kernel},
@@ -132,8 +138,14 @@ int run_eval(const EvalOptions* o) {
     std::cout << out_json.dump(2) << "\n";
     return 0;
   }
-  fmt::print("{} layer {} ({}), {} tokens, {} rows, {}\nrecipe: {}\nkernel: {}\n", o->data, o->layer, info.attrs.at("model").s, n,
-             ref.rows.size(), p.causal ? "causal" : "full", to_string(recipe), run.kernel);
+  std::string variants;
+  if (p.softcap > 0) variants += fmt::format(", soft-cap {:g}", p.softcap);
+  if (!p.sinks.empty()) variants += ", sink logits";
+  if (!p.alibi.empty()) variants += ", ALiBi";
+  if (p.chunk > 0) variants += fmt::format(", chunks of {}", p.chunk);
+  if (p.v.dim != p.q.dim) variants += fmt::format(", V head dim {}", p.v.dim);
+  fmt::print("{} layer {} ({}), {} tokens, {} rows, {}{}\nrecipe: {}\nkernel: {}\n", o->data, o->layer, info.attrs.at("model").s, n,
+             ref.rows.size(), p.causal ? "causal" : "full", variants, to_string(recipe), run.kernel);
   std::vector<std::string> names;
   for (const ErrorField& f : kErrorFields) names.emplace_back(f.name);
   for (const RowField& f : kRowFields) names.emplace_back(f.name);

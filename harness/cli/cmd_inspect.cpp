@@ -54,6 +54,11 @@ Action add_inspect_command(CLI::App& app) {
                  std::isfinite(worst) ? fmt::format("{:.1f}x", worst) : std::string("unbounded"), heads);
     }
     for (const LayerInfo& l : info.layers) {  // the attention variants (schema 2), where a layer has one
+      if (l.v_dim != l.dim) fmt::print("layer {}: V's head dim is {} (Q and K: {})\n", l.name, l.v_dim, l.dim);
+      if (!l.alibi.empty()) {
+        const auto [lo, hi] = std::minmax_element(l.alibi.begin(), l.alibi.end());
+        fmt::print("layer {}: ALiBi, a slope per query head, {:.6g} .. {:.6g}\n", l.name, *lo, *hi);
+      }
       if (l.chunk > 0) fmt::print("layer {}: chunked attention, chunks of {} tokens\n", l.name, l.chunk);
       if (l.softcap > 0) fmt::print("layer {}: logits soft-capped at {:.6g} (c tanh(s / c))\n", l.name, l.softcap);
       if (!l.sinks.empty()) {

@@ -289,7 +289,7 @@ void run_unit(const RunOptions& opt, backend::Backend be, const std::string& l, 
     return;
   }
   const std::vector<double> out(run.out.data.begin(), run.out.data.end());
-  if (const std::string why = non_finite_output(out, static_cast<int>(ref.rows.size()), p.q.dim, slice.q_heads, ref.rows); !why.empty()) {
+  if (const std::string why = non_finite_output(out, static_cast<int>(ref.rows.size()), p.v.dim, slice.q_heads, ref.rows); !why.empty()) {
     record_failure(logs, l, c, name, opt.backend, why, progress, cost);
     return;
   }

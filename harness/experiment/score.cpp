@@ -122,7 +122,7 @@ Line score_one(const Unit& u, const DatasetInfo& info, const fs::path& dir, std:
       recipe_failed = std::string("the recipe cannot be emulated on this input: ") + f.what();
     }
   }
-  const int hq = p.q.heads, d = p.q.dim;
+  const int hq = p.q.heads, d = p.v.dim;  // outputs have V's head dim
   const std::size_t per_head = ref.rows.size() * static_cast<std::size_t>(d);
   // A recipe whose emulation has no defined output here (e.g. every P flushed: 0 / 0, or all
   // zeros) cannot be compared with: its columns are left empty with the reason, never NaN.
@@ -224,7 +224,10 @@ std::vector<OutputsFile> read_outputs_of_dump(const DatasetInfo& info, const std
         throw DatasetError(where + ": " + std::to_string(heads) + " heads; the dump's layer has " + std::to_string(dl->q_heads) +
                            " query heads; expected one output per query head [Hq, R, d]");
       }
-      if (dim != dl->dim) throw DatasetError(where + ": head dim " + std::to_string(dim) + "; the dump's layer has d = " + std::to_string(dl->dim));
+      if (dim != dl->v_dim) {
+        throw DatasetError(where + ": head dim " + std::to_string(dim) + "; the dump's layer has V's head dim " + std::to_string(dl->v_dim) +
+                           " (an output has V's head dim)");
+      }
       const int ctx = context > 0 ? context : info.n_tokens;
       if (ctx > info.n_tokens) throw DatasetError(where + ": context " + std::to_string(ctx) + " tokens; the dump has " + std::to_string(info.n_tokens));
       if (last_row >= ctx) {

@@ -77,21 +77,24 @@ void check_variants(const std::string& file, const std::string& path, const H5::
     }
     info.chunk = static_cast<int>(chunk);
   }
-  if (!g.nameExists("sinks")) return;
-  needs_v2("dataset 'sinks'");
-  const std::string where = path + "/sinks";
-  if (g.childObjType("sinks") != H5O_TYPE_DATASET) fail(file, where, "is not a dataset; expected [Hq] float sink logits");
-  const H5::DataSet ds = g.openDataSet("sinks");
-  const H5::DataSpace sp = ds.getSpace();
-  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(0, sp.getSimpleExtentNdims())));
-  if (!dims.empty()) sp.getSimpleExtentDims(dims.data());
-  if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(info.q_heads) || ds.getTypeClass() != H5T_FLOAT) {
-    fail(file, where, "shape " + shape_text(dims) + " " + type_text(ds) + "; expected [" + std::to_string(info.q_heads) + "] float (one per query head)");
-  }
-  info.sinks.resize(dims[0]);
-  ds.read(info.sinks.data(), H5::PredType::NATIVE_DOUBLE);
-  for (std::size_t h = 0; h < info.sinks.size(); ++h) {
-    if (!std::isfinite(info.sinks[h])) fail(file, where + "[" + std::to_string(h) + "]", "is not finite; expected a finite logit");
+  // One value per query head: the sink logits and ALiBi's slopes.
+  for (const auto& [name, values] : {std::pair{"sinks", &info.sinks}, std::pair{"alibi_slopes", &info.alibi}}) {
+    if (!g.nameExists(name)) continue;
+    needs_v2(std::string("dataset '") + name + "'");
+    const std::string where = path + "/" + name;
+    if (g.childObjType(name) != H5O_TYPE_DATASET) fail(file, where, "is not a dataset; expected [Hq] float (one per query head)");
+    const H5::DataSet ds = g.openDataSet(name);
+    const H5::DataSpace sp = ds.getSpace();
+    std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(0, sp.getSimpleExtentNdims())));
+    if (!dims.empty()) sp.getSimpleExtentDims(dims.data());
+    if (dims.size() != 1 || dims[0] != static_cast<hsize_t>(info.q_heads) || ds.getTypeClass() != H5T_FLOAT) {
+      fail(file, where, "shape " + shape_text(dims) + " " + type_text(ds) + "; expected [" + std::to_string(info.q_heads) + "] float (one per query head)");
+    }
+    values->resize(dims[0]);
+    ds.read(values->data(), H5::PredType::NATIVE_DOUBLE);
+    for (std::size_t h = 0; h < values->size(); ++h) {
+      if (!std::isfinite((*values)[h])) fail(file, where + "[" + std::to_string(h) + "]", "is not finite; expected a finite value");
+    }
   }
 }
 
@@ -101,8 +104,14 @@ LayerInfo check_layer(const std::string& file, const H5::Group& layers, const st
   const H5::Group g = layers.openGroup(name);
   const TensorShape q = check_tensor(file, g, path, "q", "[Hq, N, d]");
   const TensorShape k = check_tensor(file, g, path, "k", "[Hkv, N, d]");
-  const TensorShape v = check_tensor(file, g, path, "v", "[Hkv, N, d]");
-  if (v.dims != k.dims) fail(file, path + "/v", "shape " + shape_text(v.dims) + " differs from k's " + shape_text(k.dims) + "; expected equal");
+  const TensorShape v = check_tensor(file, g, path, "v", "[Hkv, N, dv]");
+  if (v.dims[0] != k.dims[0] || v.dims[1] != k.dims[1]) {
+    fail(file, path + "/v", "shape " + shape_text(v.dims) + " has other heads or tokens than k's " + shape_text(k.dims) + "; expected [Hkv, N, dv]");
+  }
+  if (v.dims[2] != k.dims[2] && version < 2) {
+    fail(file, path + "/v", "head dim " + std::to_string(v.dims[2]) + " differs from k's " + std::to_string(k.dims[2]) +
+                                "; a V head dim of its own is a schema-2 field, but the file says qattn-dump/" + std::to_string(version));
+  }
   if (q.dims[1] != k.dims[1]) fail(file, path + "/q", "has " + std::to_string(q.dims[1]) + " tokens but k has " + std::to_string(k.dims[1]) + "; expected equal");
   if (q.dims[2] != k.dims[2]) fail(file, path + "/q", "head dim " + std::to_string(q.dims[2]) + " differs from k's " + std::to_string(k.dims[2]) + "; expected equal");
   if (q.dims[0] % k.dims[0] != 0) fail(file, path, "Hq = " + std::to_string(q.dims[0]) + " is not a multiple of Hkv = " + std::to_string(k.dims[0]));
@@ -115,6 +124,7 @@ LayerInfo check_layer(const std::string& file, const H5::Group& layers, const st
   info.kv_heads = static_cast<int>(k.dims[0]);
   info.tokens = static_cast<int>(q.dims[1]);
   info.dim = static_cast<int>(q.dims[2]);
+  info.v_dim = static_cast<int>(v.dims[2]);
   info.dtype = q.dtype;
   const long long causal = need(file, path, attrs, "causal", AttrValue::Kind::integer, "0 or 1").i;
   if (causal != 0 && causal != 1) fail(file, path, "attribute 'causal' = " + std::to_string(causal) + "; expected 0 or 1");
@@ -342,7 +352,8 @@ LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const S
   const std::uint64_t nq = req.heads.empty() ? static_cast<std::uint64_t>(l.q_heads) : req.heads.size();
   const std::uint64_t nkv = req.heads.empty() ? static_cast<std::uint64_t>(l.kv_heads) : req.heads.size();
   try {
-    const std::uint64_t per_head = checked_product(path, {4, static_cast<std::uint64_t>(tokens), static_cast<std::uint64_t>(l.dim)});
+    // Each head at the larger of Q/K's and V's head dims: a bound on q, k and v together.
+    const std::uint64_t per_head = checked_product(path, {4, static_cast<std::uint64_t>(tokens), static_cast<std::uint64_t>(std::max(l.dim, l.v_dim))});
     const std::uint64_t heads = checked_sum(path, {nq, nkv, nkv});
     require_memory(info.path + ": " + path + " (q, k and v: " + std::to_string(nq) + " + 2 x " + std::to_string(nkv) + " heads of " +
                        std::to_string(tokens) + " x " + std::to_string(l.dim) + ") as float32",
@@ -370,21 +381,24 @@ LayerSlice load_layer(const DatasetInfo& info, const std::string& layer, const S
     Problem& p = out.problem;
     p.q = read_tensor(info.path, g, path, "q", l.dtype, out.q_heads, tokens, l.dim);
     p.k = read_tensor(info.path, g, path, "k", l.dtype, out.kv_heads, tokens, l.dim);
-    p.v = read_tensor(info.path, g, path, "v", l.dtype, out.kv_heads, tokens, l.dim);
+    p.v = read_tensor(info.path, g, path, "v", l.dtype, out.kv_heads, tokens, l.v_dim);
     p.causal = l.causal;
     p.window = l.sliding_window;
     p.softmax_scale = l.softmax_scale;
     p.softcap = l.softcap;
     p.chunk = l.chunk;
-    if (!l.sinks.empty()) {
-      for (int h : out.q_heads) p.sinks.push_back(l.sinks[static_cast<std::size_t>(h)]);
+    for (int h : out.q_heads) {
+      if (!l.sinks.empty()) p.sinks.push_back(l.sinks[static_cast<std::size_t>(h)]);
+      if (!l.alibi.empty()) p.alibi.push_back(l.alibi[static_cast<std::size_t>(h)]);
     }
     return out;
   });
 }
 
 std::string schema_for(const std::vector<LayerToWrite>& layers) {
-  const bool variants = std::any_of(layers.begin(), layers.end(), [](const LayerToWrite& l) { return l.softcap > 0 || !l.sinks.empty() || l.chunk > 0; });
+  const bool variants = std::any_of(layers.begin(), layers.end(), [](const LayerToWrite& l) {
+    return l.softcap > 0 || !l.sinks.empty() || !l.alibi.empty() || l.chunk > 0 || l.v.dim != l.k.dim;
+  });
   return std::string(kSchemaName) + (variants ? "/2" : "/1");
 }
 
@@ -426,10 +440,11 @@ void write_dataset(const std::string& path, const std::map<std::string, AttrValu
       put_attr(g, "rope", attr(l.rope));
       if (l.softcap > 0) put_attr(g, "softcap", attr(l.softcap));
       if (l.chunk > 0) put_attr(g, "attention_chunk", attr(static_cast<long long>(l.chunk)));
-      if (!l.sinks.empty()) {
-        const hsize_t n = l.sinks.size();
+      for (const auto& [name, values] : {std::pair{"sinks", &l.sinks}, std::pair{"alibi_slopes", &l.alibi}}) {
+        if (values->empty()) continue;
+        const hsize_t n = values->size();
         const H5::DataSpace sp(1, &n);
-        g.createDataSet("sinks", H5::PredType::IEEE_F64LE, sp).write(l.sinks.data(), H5::PredType::NATIVE_DOUBLE);
+        g.createDataSet(name, H5::PredType::IEEE_F64LE, sp).write(values->data(), H5::PredType::NATIVE_DOUBLE);
       }
     }
     if (tokens) {

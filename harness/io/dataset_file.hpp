@@ -14,8 +14,8 @@
 namespace qattn {
 
 inline constexpr const char* kSchemaName = "qattn-dump";
-// Version 2 adds the attention variants: a layer's `softcap` and `attention_chunk` attributes and
-// `sinks` dataset. A dump with none of them is written as version 1, as before (version-1 files load as they always did).
+// Version 2 adds the attention variants: a layer's `softcap` and `attention_chunk` attributes,
+// `sinks` and `alibi_slopes` datasets, and a V whose head dim differs from Q's and K's. A dump with none of them is written as version 1, as before (version-1 files load as they always did).
 inline constexpr int kSchemaVersion = 2;
 
 struct DatasetError : std::runtime_error {
@@ -34,6 +34,7 @@ struct AttrValue {
 struct LayerInfo {
   std::string name;            // the <L> of /layers/<L>
   int q_heads = 0, kv_heads = 0, tokens = 0, dim = 0;
+  int v_dim = 0;               // V's head dim: dim, or (schema 2) its own, as in multi-head latent attention
   FormatId dtype = FormatId::fp16;  // fp16, bf16 or fp32 (all three tensors share it)
   bool causal = true;
   int sliding_window = 0;      // 0 = none
@@ -41,6 +42,7 @@ struct LayerInfo {
   std::string rope;            // "applied" or "none"
   double softcap = 0;          // logit soft-cap (schema 2; 0 = none)
   std::vector<double> sinks;   // a sink logit per query head (schema 2; empty = none)
+  std::vector<double> alibi;   // ALiBi's slope per query head (schema 2, dataset alibi_slopes; empty = none)
   int chunk = 0;               // chunked attention's chunk in tokens (schema 2; 0 = none)
 };
 
@@ -85,6 +87,7 @@ struct LayerToWrite {
   std::string rope = "applied";
   double softcap = 0;          // written (with schema 2) only when > 0
   std::vector<double> sinks;   // written (with schema 2) only when not empty
+  std::vector<double> alibi;   // ALiBi slopes, written (with schema 2) only when not empty
   int chunk = 0;               // written (with schema 2) only when > 0
 };
 // "qattn-dump/2" when a layer carries an attention variant, else "qattn-dump/1".

@@ -355,7 +355,9 @@ class RowEmulator {
         // scale / cap, then cap * log2(e) as the exp2 scale (both factors held in fp32).
         cap_in_(p.softcap > 0 ? static_cast<float>(p.scale() / p.softcap) : 0.0f),
         cap_out_(p.softcap > 0 ? static_cast<float>(p.softcap) * kLog2e : 0.0f),
-        rounder_(pf_.bits <= 16 && pf_.specials != Specials::e8m0 ? std::optional<NonNegativeRounder>(pf_) : std::nullopt) {}
+        rounder_(pf_.bits <= 16 && pf_.specials != Specials::e8m0 ? std::optional<NonNegativeRounder>(pf_) : std::nullopt) {
+    for (const double slope : p.alibi) alibi_raw_.push_back(static_cast<float>(slope / p.scale()));
+  }
 
   struct Split {
     float m = kNegInf, l = 0, lp = 0;  // lp: sum of the P that multiplies V (for V smoothing)
@@ -386,7 +388,7 @@ class RowEmulator {
       row.chunk_keys = cells < r_.split_min ? cells : (cells + r_.split_k - 1) / r_.split_k;
     }
     row.splits.resize(r_.split_k);
-    for (Split& sp : row.splits) sp.o.assign(p_.q.dim, 0.0f);
+    for (Split& sp : row.splits) sp.o.assign(p_.v.dim, 0.0f);
     row.want_weights = want_weights;
     if (want_weights) {
       row.weights.assign(n, 0.0);
@@ -399,7 +401,12 @@ class RowEmulator {
   // A raw score in the exp2 domain: times the softmax scale and log2(e), or soft-capped. tanh is
   // float64's rounded to fp32 (PTX's tanh.approx.f32, which FlashAttention's soft-cap uses, is
   // vendor math the lab does not model yet).
-  float logit2(float raw) const {
+  //
+  // ALiBi as FlashAttention-2 adds it: to the raw score, the slope held as fp32(slope / scale) and
+  // times the distance |i - j| in fp32, before the exp2 scale (its causal kernels add slope * j
+  // instead, equal up to a row constant but rounded differently: not modelled).
+  float logit2(float raw, int h, int i, int j) const {
+    if (!alibi_raw_.empty()) raw -= alibi_raw_[static_cast<std::size_t>(h)] * static_cast<float>(std::abs(i - j));
     if (cap_in_ == 0.0f) return raw * c_;
     return static_cast<float>(std::tanh(static_cast<double>(raw * cap_in_))) * cap_out_;
   }
@@ -407,7 +414,7 @@ class RowEmulator {
   // Key tile t for this row (nothing if outside its visible tiles).
   void step(Row& row, int t) {
     if (t < row.t0 || t >= row.t1) return;
-    const int n = p_.k.tokens, d = p_.q.dim, kh = row.h / p_.group(), bc = r_.tiles.block_k;
+    const int n = p_.k.tokens, d = p_.v.dim, kh = row.h / p_.group(), bc = r_.tiles.block_k;  // d: V's head dim (O's)
     const int spi = row.chunk_keys > 0 ? std::min(r_.split_k - 1, t * r_.tiles.block_k / row.chunk_keys) : (t - row.t0) / row.per_split;
     Split& sp = row.splits[spi];
     const int j0 = t * bc, j1 = std::min(n, j0 + bc), w = j1 - j0;
@@ -421,13 +428,13 @@ class RowEmulator {
     if (all_visible && scorer_.fp32_tiles()) {
       scorer_.score_tile_fp32(row.h, kh, row.i, j0, w, s_.data());
       for (int jj = 0; jj < w; ++jj) {
-        s_[jj] = logit2(s_[jj]);
+        s_[jj] = logit2(s_[jj], row.h, row.i, j0 + jj);
         tile_max = std::max(tile_max, s_[jj]);
       }
     } else {
       for (int jj = 0; jj < w; ++jj) {
         const int j = j0 + jj;
-        s_[jj] = all_visible || p_.visible(row.i, j) ? logit2(scorer_.score(row.h, kh, row.i, j, terms_, exps_)) : kNegInf;
+        s_[jj] = all_visible || p_.visible(row.i, j) ? logit2(scorer_.score(row.h, kh, row.i, j, terms_, exps_), row.h, row.i, j) : kNegInf;
         tile_max = std::max(tile_max, s_[jj]);
       }
     }
@@ -532,7 +539,7 @@ class RowEmulator {
 
   // Merge split partials by online softmax (one split: the identity) and normalize.
   void finish(Row& row, RowOut& out) const {
-    const int n = p_.k.tokens, d = p_.q.dim, kh = row.h / p_.group();
+    const int n = p_.k.tokens, d = p_.v.dim, kh = row.h / p_.group();
     float M = kNegInf;
     for (const Split& sp : row.splits) M = std::max(M, sp.m);
     float L = 0, LP = 0;
@@ -578,6 +585,7 @@ class RowEmulator {
   Format pf_;
   float p_mult_, c_, cap_in_, cap_out_;
   std::optional<NonNegativeRounder> rounder_;
+  std::vector<float> alibi_raw_;  // ALiBi's slopes over the softmax scale, fp32 (one per query head)
   std::vector<double> terms_;
   std::vector<int> exps_;
   std::vector<float> s_, pq_;
@@ -629,7 +637,7 @@ qflash::Constants qflash_constants(const Problem& p, const Recipe& r, float sq, 
 // QFlash's integer pipeline for one query row (see qflash.hpp for every constant; recipe.hpp's
 // QFlashVariant for the published kernel's steps).
 void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h, int i, bool want_weights, RowOut& out) {
-  const int n = p.k.tokens, d = p.q.dim, kh = h / p.group(), bc = r.tiles.block_k;
+  const int n = p.k.tokens, d = p.q.dim, dv = p.v.dim, kh = h / p.group(), bc = r.tiles.block_k;
   const QFlashVariant& vr = r.qflash;
   const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
   const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
@@ -645,7 +653,7 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
   const auto [lo, hi] = p.visible_keys(i);
   const bool kernel_start = vr.start == QFlashVariant::Start::kernel;
   std::int64_t m = kernel_start ? -(std::int64_t{1} << 20) : -(std::int64_t{1} << 21), l = kernel_start ? 1 : 0;
-  std::vector<std::int64_t> o(d, 0), sc(bc), p8(bc);
+  std::vector<std::int64_t> o(dv, 0), sc(bc), p8(bc);
   // Weights: each key's P8 and the tile it came from; the release factors alpha / I0 of later tiles.
   std::vector<std::int64_t> key_p8(want_weights ? n : 0, 0);
   std::vector<int> key_tile(want_weights ? n : 0, -1);
@@ -677,16 +685,16 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
         key_tile[j0 + jj] = static_cast<int>(release_factor.size()) - 1;
       }
     }
-    for (int cc = 0; cc < d; ++cc) {
+    for (int cc = 0; cc < dv; ++cc) {
       std::int64_t acc = 0;
-      for (int jj = 0; jj < w; ++jj) acc += p8[jj] * pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j0 + jj) * d + cc];
+      for (int jj = 0; jj < w; ++jj) acc += p8[jj] * pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j0 + jj) * dv + cc];
       o[cc] = release(o[cc], alpha) + acc;
     }
     m = m_new;
   }
   const float sv = pr.v.scales[static_cast<std::size_t>(kh) * p.v.tokens];
-  out.o.assign(d, 0.0f);
-  for (int cc = 0; cc < d; ++cc) {
+  out.o.assign(dv, 0.0f);
+  for (int cc = 0; cc < dv; ++cc) {
     std::int64_t code;
     if (vr.division == QFlashVariant::Division::trunc32) {
       // fp32 division truncated toward zero, stored as int8 (0 when l = 0, which the kernel's l = 1 start avoids).
@@ -708,7 +716,7 @@ void run_row_qflash(const Problem& p, const Recipe& r, const Prepared& pr, int h
 
 // I-ViT's Shiftmax over the whole row (see qflash.hpp, namespace ivit), int8 Q, K, V.
 void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, bool want_weights, RowOut& out) {
-  const int n = p.k.tokens, d = p.q.dim, kh = h / p.group();
+  const int n = p.k.tokens, d = p.q.dim, dv = p.v.dim, kh = h / p.group();
   const float sq = pr.q.scales[(static_cast<std::size_t>(h) * p.q.tokens + i)];
   const float sk = pr.k.scales[static_cast<std::size_t>(kh) * p.k.tokens];
   check_integer_softmax_step(static_cast<double>(sq) * sk * p.scale(), "shiftmax");
@@ -727,18 +735,18 @@ void run_row_shiftmax(const Problem& p, const Prepared& pr, int h, int i, bool w
     sum += e[j];
   }
   const std::int64_t factor = (std::int64_t{1} << ivit::kDivBits) / sum;
-  std::vector<std::int64_t> o(d, 0);
+  std::vector<std::int64_t> o(dv, 0);
   if (want_weights) out.weights.assign(n, 0.0);
   for (int j = 0; j < n; ++j) {
     const std::int64_t pj = (factor * e[j]) >> (ivit::kDivBits - ivit::kPBits);
     if (want_weights) out.weights[j] = std::ldexp(static_cast<double>(pj), -ivit::kPBits);
     if (pj == 0) continue;
-    const std::int16_t* vr = &pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j) * d];
-    for (int cc = 0; cc < d; ++cc) o[cc] += pj * vr[cc];
+    const std::int16_t* vr = &pr.v.codes[(static_cast<std::size_t>(kh) * p.v.tokens + j) * dv];
+    for (int cc = 0; cc < dv; ++cc) o[cc] += pj * vr[cc];
   }
   const float sv = pr.v.scales[static_cast<std::size_t>(kh) * p.v.tokens];
-  out.o.assign(d, 0.0f);
-  for (int cc = 0; cc < d; ++cc) out.o[cc] = static_cast<float>(static_cast<double>(o[cc]) * std::ldexp(1.0, -ivit::kPBits)) * sv;
+  out.o.assign(dv, 0.0f);
+  for (int cc = 0; cc < dv; ++cc) out.o[cc] = static_cast<float>(static_cast<double>(o[cc]) * std::ldexp(1.0, -ivit::kPBits)) * sv;
 }
 
 }  // namespace
@@ -752,6 +760,11 @@ std::string variant_not_modelled(const Problem& p, const Recipe& recipe) {
            " does not model; expected the float online softmax with the scale applied to the score";
   }
   if (!p.sinks.empty() && integer) return "the problem has sink logits, which recipe " + softmax + " does not model; expected the float online softmax";
+  if (!p.alibi.empty() && (integer || r.q_prescale)) {
+    return "the problem adds ALiBi slopes, which recipe " + (integer ? softmax : std::string("qprescale=1")) +
+           " does not model; expected the float online softmax with the scale applied to the score";
+  }
+  if (!p.alibi.empty() && p.softcap > 0) return "the problem both soft-caps and adds ALiBi slopes, an order no kernel or model fixes; expected one of the two";
   return "";
 }
 
@@ -772,8 +785,8 @@ EmulatorResult emulate(const Problem& p, const Recipe& recipe, const EmulatorOpt
   EmulatorResult res;
   res.rows = p.rows.resolve(p.q.tokens);
   res.prob_rows = opt.prob_rows;
-  const int hq = p.q.heads, d = p.q.dim, nr = static_cast<int>(res.rows.size()), np = static_cast<int>(res.prob_rows.size());
-  res.out = TensorF(hq, nr, d);
+  const int hq = p.q.heads, dv = p.v.dim, nr = static_cast<int>(res.rows.size()), np = static_cast<int>(res.prob_rows.size());
+  res.out = TensorF(hq, nr, dv);  // O has V's head dim
   res.probs = TensorD(hq, np, p.k.tokens);
   // Tasks: blocks of up to Br output rows of one head (they share each K/V tile), and one task per
   // probability row. The integer softmaxes run row by row.

@@ -59,11 +59,15 @@ std::string granularity_not_proven(const Recipe& r) {
   return "";
 }
 
-// The attention variants of a problem (soft-capping, sink logits, chunks): no GPU family applies one yet, so
+// The attention variants of a problem (soft-capping, sink logits, ALiBi, V's own head dim, chunks): no GPU family applies one yet, so
 // every family refuses a problem that has one rather than run it as plain attention.
 std::string variant_not_covered(const Problem& p) {
   if (p.softcap > 0) return "soft-capped logits (softcap " + std::to_string(p.softcap) + ") are not covered by any GPU family";
   if (!p.sinks.empty()) return "sink logits are not covered by any GPU family";
+  if (!p.alibi.empty()) return "ALiBi slopes are not covered by any GPU family";
+  if (p.v.dim != p.q.dim) {
+    return "a value head dim (" + std::to_string(p.v.dim) + ") unlike Q/K's (" + std::to_string(p.q.dim) + ") is not covered by any GPU family";
+  }
   if (p.chunk > 0) return "chunked attention (chunks of " + std::to_string(p.chunk) + " tokens) is not covered by any GPU family";
   return "";
 }

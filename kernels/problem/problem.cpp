@@ -89,7 +89,8 @@ void validate(const Problem& p) {
     if (t->heads <= 0 || t->tokens <= 0 || t->dim <= 0) shape_error("a tensor has an empty dimension; expected all positive");
     if (t->data.size() != static_cast<std::size_t>(t->heads) * t->tokens * t->dim) shape_error("tensor data size does not match its shape");
   }
-  if (p.k.heads != p.v.heads || p.k.tokens != p.v.tokens || p.k.dim != p.v.dim) shape_error("k and v shapes differ; expected equal");
+  // V's head dim may differ from Q's and K's (DeepSeek's multi-head latent attention: 192 / 128).
+  if (p.k.heads != p.v.heads || p.k.tokens != p.v.tokens) shape_error("k and v head or token counts differ; expected equal");
   if (p.q.tokens != p.k.tokens) shape_error("q and k token counts differ; expected equal (queries and keys share positions)");
   if (p.q.dim != p.k.dim) shape_error("q and k head dims differ; expected equal");
   if (p.q.heads % p.k.heads != 0) {
@@ -103,13 +104,14 @@ void validate(const Problem& p) {
   if (!std::isfinite(p.softcap) || p.softcap < 0) {
     throw std::invalid_argument("problem: softcap " + std::to_string(p.softcap) + " must be finite and >= 0 (0 = none)");
   }
-  if (!p.sinks.empty()) {
-    if (p.sinks.size() != static_cast<std::size_t>(p.q.heads)) {
-      throw std::invalid_argument("problem: sinks has " + std::to_string(p.sinks.size()) + " values; expected one per query head (" +
-                                  std::to_string(p.q.heads) + ") or none");
+  for (const auto& [values, name] : {std::pair{&p.sinks, "sinks"}, std::pair{&p.alibi, "alibi"}}) {
+    if (values->empty()) continue;
+    if (values->size() != static_cast<std::size_t>(p.q.heads)) {
+      throw std::invalid_argument(std::string("problem: ") + name + " has " + std::to_string(values->size()) +
+                                  " values; expected one per query head (" + std::to_string(p.q.heads) + ") or none");
     }
-    for (std::size_t h = 0; h < p.sinks.size(); ++h) {
-      if (!std::isfinite(p.sinks[h])) throw std::invalid_argument("problem: sinks[" + std::to_string(h) + "] is not finite; expected a finite logit");
+    for (std::size_t h = 0; h < values->size(); ++h) {
+      if (!std::isfinite((*values)[h])) throw std::invalid_argument(std::string("problem: ") + name + "[" + std::to_string(h) + "] is not finite; expected a finite value");
     }
   }
   (void)p.rows.resolve(p.q.tokens);

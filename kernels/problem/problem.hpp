@@ -54,12 +54,19 @@ struct Problem {
   // A learned sink logit per query head (gpt-oss): exp(sink - max) joins the softmax's denominator
   // and multiplies no value. Natural-log units, beside the scaled scores; empty = none.
   std::vector<double> sinks;
+  // ALiBi (BLOOM, MPT): a slope per query head; -slope * |i - j| joins the scaled score of query i
+  // and key j (causal rows: BLOOM's slope * j, up to a row constant the softmax ignores). Empty = none.
+  std::vector<double> alibi;
   RowSelection rows;
 
   int group() const { return q.heads / k.heads; }  // query heads per KV head
   double scale() const;
-  // The scaled score as the softmax sees it (soft-capped when the problem caps), in float64.
-  double logit(double scaled) const { return softcap > 0 ? softcap * std::tanh(scaled / softcap) : scaled; }
+  // The scaled score of query head h, row i, key j as the softmax sees it (ALiBi's bias added,
+  // soft-capped when the problem caps), in float64.
+  double logit(double scaled, int h, int i, int j) const {
+    if (!alibi.empty()) scaled -= alibi[static_cast<std::size_t>(h)] * std::abs(i - j);
+    return softcap > 0 ? softcap * std::tanh(scaled / softcap) : scaled;
+  }
   // Keys [lo, hi) that query i can see (one interval).
   std::pair<int, int> visible_keys(int i) const {
     int lo = 0, hi = k.tokens;

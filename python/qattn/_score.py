@@ -64,6 +64,22 @@ def _inputs(d: dict, tensor: str, device: Optional[str], dtype: Optional[str], l
     return q, k, v
 
 
+def _variants(layer: dict) -> dict:
+    """The attention variants a dump's layer has, as keyword arguments for the function (softcap,
+    sinks, chunk, alibi); none for a plain layer, so that a function written for plain attention is called
+    as before and one that meets a variant fails on the keyword rather than run as plain attention."""
+    kw = {}
+    if layer["softcap"]:
+        kw["softcap"] = layer["softcap"]
+    if layer["sinks"] is not None:
+        kw["sinks"] = np.asarray(layer["sinks"], np.float64)
+    if layer["chunk"]:
+        kw["chunk"] = layer["chunk"]
+    if layer["alibi"] is not None:
+        kw["alibi"] = np.asarray(layer["alibi"], np.float64)
+    return kw
+
+
 def _fn_identity(fn: Callable[..., Any]) -> str:
     """Which function made a file: its module and qualified name, and a hash of its code, defaults
     and bound arguments (two functions under one name differ here). Values a closure captures
@@ -164,8 +180,12 @@ def score(
     For every layer (default: all) and context (default: the whole dump), ``fn`` is called as
     ``fn(q, k, v, causal=..., window=..., softmax_scale=...)`` with q [Hq, N, d] and k, v
     [Hkv, N, d] (``layout='BHND'`` adds a leading batch of 1) as NumPy arrays, or as torch tensors
-    with ``tensor='torch'`` on ``device`` in ``dtype`` (e.g. 'float16'); window 0 means none. It must
-    return the output of every query head and row, [Hq, N, d] (or [1, Hq, N, d]); nothing is
+    with ``tensor='torch'`` on ``device`` in ``dtype`` (e.g. 'float16'); window 0 means none. A layer
+    with an attention variant adds its keywords: ``softcap=`` (c: c tanh(s / c) on the scaled
+    scores), ``sinks=`` (one sink logit per query head, float64), ``chunk=`` (chunked attention) and
+    ``alibi=`` (one ALiBi slope per query head: -slope |i - j| joins the scaled score);
+    V may have a head dim of its own (dv). It must
+    return the output of every query head and row, [Hq, N, dv] (or [1, Hq, N, dv]); nothing is
     broadcast or truncated. The outputs are written as qattn-outputs/1 files (kept in
     ``output/outputs/``) and scored exactly as ``qattn score`` scores them: per layer, context and
     head, the kernel against float64, the recipe's emulation against float64 and the kernel
@@ -284,7 +304,7 @@ def _score(fn, dump, *, layers, contexts, recipe, output, kernel, rows, seed, te
                 d = _core.load_layer(dump, lname, tokens=int(c))
                 q, k, v = _inputs(d, tensor, device, dtype, layout)
                 where = f"score: {name} on layer {lname}, context {c}"
-                out = _to_numpy(fn(q, k, v, causal=d["causal"], window=d["window"], softmax_scale=d["softmax_scale"]), where)
+                out = _to_numpy(fn(q, k, v, causal=d["causal"], window=d["window"], softmax_scale=d["softmax_scale"], **_variants(d)), where)
                 done += 1
                 if progress:
                     spent = time.monotonic() - t0
@@ -294,9 +314,9 @@ def _score(fn, dump, *, layers, contexts, recipe, output, kernel, rows, seed, te
                     if out.ndim != 4 or out.shape[0] != 1:
                         raise ValueError(f"{where}: the function returned shape {out.shape}; expected [1, Hq, N, d]")
                     out = out[0]
-                expected = d["q"].shape
+                expected = d["q"].shape[:2] + d["v"].shape[2:]  # O has V's head dim
                 if out.shape != expected:
-                    raise ValueError(f"{where}: the function returned shape {tuple(out.shape)}; expected {tuple(expected)} [Hq, N, d]")
+                    raise ValueError(f"{where}: the function returned shape {tuple(out.shape)}; expected {tuple(expected)} [Hq, N, dv]")
                 if not np.all(np.isfinite(out)):
                     bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
                     raise ValueError(f"{where}: output{list(bad)} is {out[bad]}; expected finite outputs")

@@ -115,14 +115,12 @@ def text_config(model):
 def attention_variant(cfg):
     """(field, what) of the first attention variant in a transformers configuration that the lab does not
     model yet, or None. Such a model is refused, naming the field, rather than dumped as plain attention.
-    Soft-capped logits (attn_logit_softcapping), sink logits (gpt-oss) and chunked attention
-    (attention_chunk_size on the layers whose layer_types say chunked_attention) are modelled."""
-    v_dim = getattr(cfg, "v_head_dim", None)
-    qk_dim = (getattr(cfg, "qk_nope_head_dim", 0) or 0) + (getattr(cfg, "qk_rope_head_dim", 0) or 0) or getattr(cfg, "head_dim", None)
-    if v_dim and qk_dim and v_dim != qk_dim:
-        return "v_head_dim", f"has a value head dim ({v_dim}) unlike the query/key head dim ({qk_dim})"
-    if getattr(cfg, "model_type", "") == "bloom" or getattr(cfg, "alibi", False) or getattr(getattr(cfg, "attn_config", None), "alibi", False):
-        return "alibi" if getattr(cfg, "model_type", "") != "bloom" else "model_type", "adds ALiBi slopes to the attention logits"
+    Soft-capped logits (attn_logit_softcapping), sink logits (gpt-oss), chunked attention
+    (attention_chunk_size on the layers whose layer_types say chunked_attention) and a value head dim
+    unlike Q/K's (v_head_dim, DeepSeek's multi-head latent attention) and BLOOM's ALiBi are modelled."""
+    if getattr(cfg, "model_type", "") != "bloom" and (getattr(cfg, "alibi", False) or getattr(getattr(cfg, "attn_config", None), "alibi", False)):
+        # The lab models ALiBi, but the dumper reads it only from BLOOM's own attention.
+        return "alibi", "adds ALiBi slopes to the attention logits in an attention the dumper does not capture (BLOOM's it does)"
     return None
 
 

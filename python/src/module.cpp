@@ -123,7 +123,7 @@ void require_attention_memory(const AnyArray& q, const AnyArray& k, const AnyArr
   check_tensor_shape(k, "k");
   check_tensor_shape(v, "v");
   const std::uint64_t nq = element_count(q, "q"), nk = element_count(k, "k"), nv = element_count(v, "v");
-  const std::uint64_t hq = q.shape(0), n = q.shape(1), d = q.shape(2);
+  const std::uint64_t hq = q.shape(0), n = q.shape(1), d = v.shape(2);  // the output has V's head dim
   const std::string what = "q, k, v";
   // The float32 copies, and work_bytes an element for what the engine makes of them (the
   // emulator's codes and dequantized operands).
@@ -141,6 +141,7 @@ struct VariantArgs {
   double softcap = 0;
   std::optional<std::vector<double>> sinks;
   int chunk = 0;
+  std::optional<std::vector<double>> alibi;
 };
 
 Problem make_problem(const ArrayArg& q_arg, const ArrayArg& k_arg, const ArrayArg& v_arg, bool causal, int window, double scale,
@@ -159,6 +160,7 @@ Problem make_problem(const ArrayArg& q_arg, const ArrayArg& k_arg, const ArrayAr
   p.softcap = variants.softcap;
   if (variants.sinks) p.sinks = *variants.sinks;
   p.chunk = variants.chunk;
+  if (variants.alibi) p.alibi = *variants.alibi;
   validate(p);
   return p;
 }
@@ -404,8 +406,8 @@ NB_MODULE(_core, m) {
 
   // ---- attention ----
   m.def("reference", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, bool causal, int window, double softmax_scale,
-                        const nb::handle& rows, std::vector<int> prob_rows, double softcap, std::optional<std::vector<double>> sinks, int chunk) {
-    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, {softcap, sinks, chunk}, prob_rows.size(), 8);
+                        const nb::handle& rows, std::vector<int> prob_rows, double softcap, std::optional<std::vector<double>> sinks, int chunk, std::optional<std::vector<double>> alibi) {
+    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, {softcap, sinks, chunk, alibi}, prob_rows.size(), 8);
     ReferenceOptions o;
     o.prob_rows = prob_rows;
     ReferenceResult r;
@@ -415,10 +417,11 @@ NB_MODULE(_core, m) {
     }
     return attention_dict(r, "reference");
   }, "q"_a, "k"_a, "v"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
-        "prob_rows"_a = std::vector<int>{}, "softcap"_a = 0.0, "sinks"_a = nb::none(), "chunk"_a = 0,
+        "prob_rows"_a = std::vector<int>{}, "softcap"_a = 0.0, "sinks"_a = nb::none(), "chunk"_a = 0, "alibi"_a = nb::none(),
         "The float64 reference. q [Hq, N, d], k and v [Hkv, N, d] (Hq a multiple of Hkv: GQA); window 0 = none; softmax_scale 0 = 1/sqrt(d); "
         "softcap c > 0 soft-caps the scaled scores (c tanh(s / c)); sinks: one sink logit per query head, joining the denominator; "
-        "chunk C > 0: query i sees only the keys of its own chunk of C tokens; "
+        "chunk C > 0: query i sees only the keys of its own chunk of C tokens; alibi: one ALiBi slope per query head (-slope |i - j| "
+        "joins the scaled score); "
         "rows: None/'all', (begin, end), 'sample:COUNT:SEED' or a list. Returns {'rows', 'out' [Hq, R, d] float64, 'prob_rows', "
         "'probs' [Hq, len(prob_rows), N] float64}.");
   m.def("sample_rows", [](int tokens, int count, std::uint64_t seed) {
@@ -429,8 +432,8 @@ NB_MODULE(_core, m) {
         "tokens"_a, "count"_a, "seed"_a, "The lab's seeded sample of query rows (sorted), as 'sample:COUNT:SEED' and the experiments draw it.");
   m.def("emulate", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
                       double softmax_scale, const nb::handle& rows, std::vector<int> prob_rows, int threads, double softcap,
-                      std::optional<std::vector<double>> sinks, int chunk) {
-    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, {softcap, sinks, chunk}, prob_rows.size(), 4, 8);
+                      std::optional<std::vector<double>> sinks, int chunk, std::optional<std::vector<double>> alibi) {
+    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, {softcap, sinks, chunk, alibi}, prob_rows.size(), 4, 8);
     const Recipe r = recipe_arg(recipe);
     EmulatorOptions o;
     o.prob_rows = prob_rows;
@@ -442,23 +445,23 @@ NB_MODULE(_core, m) {
     }
     return attention_dict(e, "emulate");
   }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
-        "prob_rows"_a = std::vector<int>{}, "threads"_a = 0, "softcap"_a = 0.0, "sinks"_a = nb::none(), "chunk"_a = 0,
+        "prob_rows"_a = std::vector<int>{}, "threads"_a = 0, "softcap"_a = 0.0, "sinks"_a = nb::none(), "chunk"_a = 0, "alibi"_a = nb::none(),
         "The bit-faithful emulator of the recipe's tiled kernel. Arguments as reference(). Returns {'rows', 'out' [Hq, R, d] float32, "
         "'prob_rows', 'probs' [Hq, len(prob_rows), N]: the weight each key actually received}. threads never changes a bit.");
   m.def("max_threads", &max_threads, "The most threads the lab's CPU engines accept (threads=, OMP_NUM_THREADS): a few per processor.");
   m.def("gpu_available", &backend::gpu_built, "Whether this build has the GPU kernels (configured with -DQATTN_GPU=CUDA or HIP).");
   m.def("gpu_not_covered", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
-                              double softmax_scale, const nb::handle& rows, double softcap, std::optional<std::vector<double>> sinks, int chunk) -> std::string {
+                              double softmax_scale, const nb::handle& rows, double softcap, std::optional<std::vector<double>> sinks, int chunk, std::optional<std::vector<double>> alibi) -> std::string {
     backend::require_gpu("gpu_not_covered", false);  // coverage is the host's question
-    return backend::not_covered(backend::Backend::gpu, make_problem(q, k, v, causal, window, softmax_scale, rows, {softcap, sinks, chunk}),
+    return backend::not_covered(backend::Backend::gpu, make_problem(q, k, v, causal, window, softmax_scale, rows, {softcap, sinks, chunk, alibi}),
                                 recipe_arg(recipe));
   }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
-        "softcap"_a = 0.0, "sinks"_a = nb::none(), "chunk"_a = 0,
+        "softcap"_a = 0.0, "sinks"_a = nb::none(), "chunk"_a = 0, "alibi"_a = nb::none(),
         "Why no GPU kernel covers the recipe on this problem ('' when one does).");
   m.def("gpu_run", [](const ArrayArg& q, const ArrayArg& k, const ArrayArg& v, const nb::handle& recipe, bool causal, int window,
-                      double softmax_scale, const nb::handle& rows, double softcap, std::optional<std::vector<double>> sinks, int chunk) {
+                      double softmax_scale, const nb::handle& rows, double softcap, std::optional<std::vector<double>> sinks, int chunk, std::optional<std::vector<double>> alibi) {
     backend::require_gpu("gpu_run");
-    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, {softcap, sinks, chunk});
+    const Problem p = make_problem(q, k, v, causal, window, softmax_scale, rows, {softcap, sinks, chunk, alibi});
     const Recipe r = recipe_arg(recipe);
     const std::string reason = backend::not_covered(backend::Backend::gpu, p, r);
     if (!reason.empty()) throw std::invalid_argument("gpu_run: no GPU kernel covers the recipe: " + reason);
@@ -473,7 +476,7 @@ NB_MODULE(_core, m) {
     d["kernel"] = g.kernel;
     return d;
   }, "q"_a, "k"_a, "v"_a, "recipe"_a, nb::kw_only(), "causal"_a = false, "window"_a = 0, "softmax_scale"_a = 0.0, "rows"_a = nb::none(),
-        "softcap"_a = 0.0, "sinks"_a = nb::none(), "chunk"_a = 0,
+        "softcap"_a = 0.0, "sinks"_a = nb::none(), "chunk"_a = 0, "alibi"_a = nb::none(),
         "Run the recipe on the first GPU family that covers it. Returns {'rows', 'out' [Hq, R, d] float32, 'kernel'}.");
 
   // ---- metrics and statistics ----
@@ -562,6 +565,7 @@ NB_MODULE(_core, m) {
       d["kv_heads"] = l.kv_heads;
       d["tokens"] = l.tokens;
       d["dim"] = l.dim;
+      d["v_dim"] = l.v_dim;
       d["dtype"] = name_of(l.dtype);
       d["causal"] = l.causal;
       d["sliding_window"] = l.sliding_window;
@@ -570,6 +574,7 @@ NB_MODULE(_core, m) {
       d["softcap"] = l.softcap;
       d["sinks"] = l.sinks.empty() ? nb::none() : nb::cast(l.sinks);
       d["attention_chunk"] = l.chunk;
+      d["alibi_slopes"] = l.alibi.empty() ? nb::none() : nb::cast(l.alibi);
       layers.append(d);
     }
     nb::dict d;
@@ -579,7 +584,7 @@ NB_MODULE(_core, m) {
     d["n_tokens"] = info.n_tokens;
     return d;
   }, "path"_a, "Validate a dump (schema qattn-dump/1 or /2) and describe it: attrs, layers (shapes, dtype, causal, sliding_window, softmax_scale, "
-        "rope, softcap, sinks, attention_chunk), n_tokens.");
+        "rope, softcap, sinks, attention_chunk, alibi_slopes), n_tokens.");
   m.def("load_layer", [](const std::string& path, const nb::handle& layer_arg, std::vector<int> heads, int tokens) {
     // A layer by name ("15") or by number (15), as score and the reports take it.
     const std::string layer = nb::isinstance<nb::int_>(layer_arg) && !nb::isinstance<nb::bool_>(layer_arg)
@@ -600,12 +605,13 @@ NB_MODULE(_core, m) {
     d["softcap"] = s.problem.softcap;
     d["sinks"] = s.problem.sinks.empty() ? nb::none() : nb::cast(s.problem.sinks);
     d["chunk"] = s.problem.chunk;
+    d["alibi"] = s.problem.alibi.empty() ? nb::none() : nb::cast(s.problem.alibi);
     d["q_heads"] = s.q_heads;
     d["kv_heads"] = s.kv_heads;
     return d;
   }, "path"_a, "layer"_a, "heads"_a = std::vector<int>{}, "tokens"_a = 0,
         "Q/K/V (float32 [H, N, d]) of one layer's first tokens (0 = all) and its causal, window, softmax_scale, softcap, sinks "
-        "(None, or one per returned query head) and chunk. With heads, K/V hold "
+        "(None, or one per returned query head), chunk and alibi (as sinks). With heads, K/V hold "
         "one KV head per chosen query head.");
   m.def("write_dump", [](const std::string& path, const nb::list& layers, const nb::dict& attrs, const std::string& dtype,
                          std::optional<std::vector<int>> tokens) {
@@ -614,7 +620,7 @@ NB_MODULE(_core, m) {
       const nb::dict l = nb::cast<nb::dict>(layers[i]);
       const std::string where = "layers[" + std::to_string(i) + "]";
       for (const char* key : {"name", "q", "k", "v"})
-        if (!l.contains(key)) throw std::invalid_argument(where + ": missing '" + key + "'; expected name, q, k, v (and optional causal, sliding_window, softmax_scale, rope, softcap, sinks, attention_chunk)");
+        if (!l.contains(key)) throw std::invalid_argument(where + ": missing '" + key + "'; expected name, q, k, v (and optional causal, sliding_window, softmax_scale, rope, softcap, sinks, attention_chunk, alibi_slopes)");
       LayerToWrite w;
       w.name = str_arg(l["name"], where + ".name", "a layer name (str)");
       w.q = to_tensor(ArrayArg{l["q"]}, where + ".q");
@@ -631,10 +637,11 @@ NB_MODULE(_core, m) {
         w.chunk = static_cast<int>(int_arg(l["attention_chunk"], where + ".attention_chunk", 0, kMaxDimension, "0 (none) or a positive token count"));
       }
       if (l.contains("softcap")) w.softcap = float_arg(l["softcap"], where + ".softcap", "a positive finite number (0: none)");
-      if (l.contains("sinks") && !l["sinks"].is_none()) {
-        const nb::handle sinks = l["sinks"];
-        for (std::size_t h = 0; h < nb::len(sinks); ++h) {
-          w.sinks.push_back(float_arg(sinks[h], where + ".sinks[" + std::to_string(h) + "]", "a finite sink logit"));
+      for (const auto& [key, values] : {std::pair{"sinks", &w.sinks}, std::pair{"alibi_slopes", &w.alibi}}) {
+        if (!l.contains(key) || l[key].is_none()) continue;
+        const nb::handle given = l[key];
+        for (std::size_t h = 0; h < nb::len(given); ++h) {
+          values->push_back(float_arg(given[h], where + "." + key + "[" + std::to_string(h) + "]", "a finite value per query head"));
         }
       }
       ls.push_back(std::move(w));
@@ -642,7 +649,7 @@ NB_MODULE(_core, m) {
     write_dataset(path, attrs_from_py(attrs), ls, parse_format(dtype, "write_dump: dtype"), tokens);
   }, "path"_a, "layers"_a, "attrs"_a, "dtype"_a = "fp16", "tokens"_a = nb::none(),
         "Write a dump (schema qattn-dump/1, or /2 with softcap or sinks) atomically. layers: dicts with name, q, k, v and optional causal, "
-        "sliding_window, softmax_scale, rope, softcap, sinks (one per query head), attention_chunk; attrs: the root attributes (schema, model, weights, text_source, n_tokens, created_by, created_at).");
+        "sliding_window, softmax_scale, rope, softcap, sinks and alibi_slopes (one per query head), attention_chunk; attrs: the root attributes (schema, model, weights, text_source, n_tokens, created_by, created_at).");
   m.def("read_outputs", [](const std::string& path) {
     OutputsFile f = read_outputs(path);
     nb::list layers;

@@ -223,8 +223,11 @@ TEST_CASE("layers, datasets, shapes and dtypes", "[datasets][errors]") {
   edit(p, [](H5::H5File& f) { replace_dataset(f, "/layers/2/q", H5::PredType::IEEE_F32LE, {6, 96}); });
   CHECK(has(open_error(p), "c.h5: /layers/2/q: rank 2; expected 3 [Hq, N, d]"));
   p = valid_file(t, "d.h5");
+  edit(p, [](H5::H5File& f) { replace_dataset(f, "/layers/2/v", H5::PredType::IEEE_F32LE, {2, 11, 8}); });
+  CHECK(has(open_error(p), "/layers/2/v: shape [2, 11, 8] has other heads or tokens than k's [2, 12, 8]; expected [Hkv, N, dv]"));
+  p = valid_file(t, "d2.h5");
   edit(p, [](H5::H5File& f) { replace_dataset(f, "/layers/2/v", H5::PredType::IEEE_F32LE, {2, 12, 4}); });
-  CHECK(has(open_error(p), "/layers/2/v: shape [2, 12, 4] differs from k's [2, 12, 8]; expected equal"));
+  CHECK(has(open_error(p), "/layers/2/v: head dim 4 differs from k's 8; a V head dim of its own is a schema-2 field, but the file says qattn-dump/1"));
   p = valid_file(t, "e.h5");
   edit(p, [](H5::H5File& f) { replace_dataset(f, "/layers/2/q", H5::PredType::IEEE_F32LE, {5, 12, 8}); });
   CHECK(has(open_error(p), "/layers/2: Hq = 5 is not a multiple of Hkv = 2"));
@@ -331,11 +334,15 @@ TEST_CASE("schema 2: soft-cap, sink logits and chunks read back, sliced with the
   l.softcap = 50.0;
   l.sinks = {0.5, -1.25, 2.0, 0.0};
   l.chunk = 4;
-  std::vector<LayerToWrite> layers{layer("1", 4, 2, 6, 8, 1), l};
+  l.alibi = {0.5, 0.25, 0.125, 0.0625};
+  LayerToWrite mla = layer("5", 4, 2, 6, 8, 21);
+  mla.v = test::random_tensor(2, 6, 12, 23);  // V's head dim 12 against Q/K's 8 (multi-head latent attention)
+  std::vector<LayerToWrite> layers{layer("1", 4, 2, 6, 8, 1), l, mla};
   auto attrs = root_attrs(6);
   attrs["schema"] = attr(schema_for(layers));
   CHECK(schema_for(layers) == "qattn-dump/2");
   CHECK(schema_for({layer("1", 4, 2, 6, 8, 1)}) == "qattn-dump/1");
+  CHECK(schema_for({mla}) == "qattn-dump/2");
   write_dataset(p, attrs, layers, FormatId::fp32);
   const DatasetInfo info = open_dataset(p);
   CHECK(info.layer("1").softcap == 0);
@@ -351,7 +358,13 @@ TEST_CASE("schema 2: soft-cap, sink logits and chunks read back, sliced with the
   req.heads = {3, 1};
   const LayerSlice some = load_layer(info, "3", req);
   CHECK(some.problem.sinks == std::vector<double>{0.0, -1.25});
+  CHECK(some.problem.alibi == std::vector<double>{0.0625, 0.25});
   CHECK(load_layer(info, "1").problem.sinks.empty());
+  CHECK(info.layer("5").dim == 8);
+  CHECK(info.layer("5").v_dim == 12);
+  const LayerSlice v12 = load_layer(info, "5", req);
+  CHECK(v12.problem.v.dim == 12);
+  CHECK(v12.problem.v(1, 5, 11) == mla.v(0, 5, 11));  // the slice's second head is query head 1, which reads KV head 0 (fp32: exact)
 }
 
 TEST_CASE("schema 2's fields: a version-1 file that has them, and bad values, are refused by name", "[datasets][variants][errors]") {

@@ -3,7 +3,8 @@
 offline from transformers' own configurations (two layers, hidden 64), each saved with a word-level
 tokenizer and dumped with `dump_qkv.py --model DIR --text FILE`; the dumper's float64 check must pass
 on every layer and `qattn inspect` must load the dump. Gemma 2's soft-capped logits and gpt-oss's sink
-logits and Llama 4's chunked attention are dumped with them (schema 2). Architectures whose attention has a variant the lab does not
+logits, Llama 4's chunked attention, DeepSeek V3's value head dim and BLOOM's ALiBi are dumped with them
+(schema 2). Architectures whose attention has a variant the lab does not
 model yet are refused, naming the configuration field, never dumped as plain attention;
 RoPE-free layers (SmolLM3's every fourth) are dumped with rope = "none".
 Usage: test_dump_local.py QATTN_BINARY (run with the dumper's environment: .venv-dump/bin/python)."""
@@ -43,10 +44,15 @@ ROPE_FREE = {"smollm3": [3], "llama4_text": [3]}
 # Llama 4's chunked attention with chunks of 32 of the 96 tokens on layers 0-2 (layer 3 global and
 # RoPE-free, as its no_rope_layers interval of 4 makes it).
 VARIANTS = {"gemma2": {"head_dim": 16, "attn_logit_softcapping": 0.02}, "gpt_oss": {"head_dim": 16},
-            "llama4_text": {"head_dim": 16, "num_hidden_layers": 4, "attention_chunk_size": 32}}
+            "llama4_text": {"head_dim": 16, "num_hidden_layers": 4, "attention_chunk_size": 32},
+            "deepseek_v3": {"qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "kv_lora_rank": 32, "q_lora_rank": 48,
+                            "num_key_value_heads": 4},  # MLA expands K and V to every query head
+            "bloom": {"n_head": 4, "n_layer": 2}}
+# DeepSeek V3's multi-head latent attention: Q and K at 24 = 16 + 8 per head, V at 16.
+V_DIMS = {"deepseek_v3": (24, 16)}
 CHUNKS = {"llama4_text": [32, 32, 32, 0]}
 # Variants the lab does not model yet: the field the refusal must name.
-REFUSED = {"deepseek_v3": ({}, "v_head_dim"), "bloom": ({}, "model_type")}
+REFUSED = {"falcon": ({"alibi": True}, "alibi")}
 
 
 def tokenizer_for(text):
@@ -94,6 +100,8 @@ def main():
                 caps = [float(f[f"layers/{i}"].attrs.get("softcap", 0.0)) for i in range(layers)]
                 sinks = [f[f"layers/{i}/sinks"][()] if "sinks" in f[f"layers/{i}"] else None for i in range(layers)]
                 chunks = [int(f[f"layers/{i}"].attrs.get("attention_chunk", 0)) for i in range(layers)]
+                alibi = ["alibi_slopes" in f[f"layers/{i}"] for i in range(layers)]
+                dims = {(f[f"layers/{i}/k"].shape[2], f[f"layers/{i}/v"].shape[2]) for i in range(layers)}
             if rope_free != ROPE_FREE.get(model_type, []):
                 failures.append(f"{model_type}: layers stored as RoPE-free {rope_free}; expected {ROPE_FREE.get(model_type, [])}")
                 continue
@@ -103,17 +111,19 @@ def main():
             same_sinks = all((a is None and b is None) or (a is not None and b is not None and (a == b).all()) for a, b in zip(sinks, want_sinks))
             want_schema = "qattn-dump/2" if model_type in VARIANTS else "qattn-dump/1"
             want_chunks = CHUNKS.get(model_type, [0] * layers)
-            if schema != want_schema or caps != [want_cap] * layers or not same_sinks or chunks != want_chunks:
+            want_dims = V_DIMS.get(model_type)
+            if (schema != want_schema or caps != [want_cap] * layers or not same_sinks or chunks != want_chunks or (want_dims and dims != {want_dims})
+                    or alibi != [model_type == "bloom"] * layers):
                 failures.append(f"{model_type}: stored schema {schema}, soft-caps {caps}, sinks {sinks}, chunks {chunks}; expected {want_schema}, "
-                                f"{[want_cap] * layers}, the model's sinks {want_sinks}, chunks {want_chunks}")
+                                f"{[want_cap] * layers}, the model's sinks {want_sinks}, chunks {want_chunks}; (K, V) head dims {dims}")
                 continue
             i = subprocess.run([QATTN, "inspect", str(out)], capture_output=True, text=True)
             if i.returncode != 0:
                 failures.append(f"{model_type}: qattn inspect rc {i.returncode}: {i.stderr}")
                 continue
-            said = ("soft-capped at" in i.stdout, "a sink logit per query head" in i.stdout, "chunked attention" in i.stdout)
-            if said != (bool(want_cap), model is not None, any(want_chunks)):
-                failures.append(f"{model_type}: qattn inspect shows (soft-cap, sinks) = {said}:\n{i.stdout}")
+            said = ("soft-capped at" in i.stdout, "a sink logit per query head" in i.stdout, "chunked attention" in i.stdout, "ALiBi" in i.stdout)
+            if said != (bool(want_cap), model is not None, any(want_chunks), model_type == "bloom"):
+                failures.append(f"{model_type}: qattn inspect shows (soft-cap, sinks, chunks, ALiBi) = {said}:\n{i.stdout}")
                 continue
             if model_type in VARIANTS:
                 # A recipe through qattn eval on the variant layer; an integer softmax is refused by name.
@@ -121,8 +131,11 @@ def main():
                                    capture_output=True, text=True)
                 bad = subprocess.run([QATTN, "eval", "--data", str(out), "--layer", "1", "-q", "--recipe",
                                       "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"], capture_output=True, text=True)
-                refusal = "soft-caps its logits" if want_cap else "sink logits" if model else None
-                if e.returncode != 0 or (refusal and (bad.returncode == 0 or refusal not in bad.stderr)):
+                refusal = ("soft-caps its logits" if want_cap else "sink logits" if model else "adds ALiBi slopes" if model_type == "bloom"
+                           else None)
+                named = {"gemma2": "soft-cap 0.02", "gpt_oss": "sink logits", "llama4_text": "chunks of 32", "deepseek_v3": "V head dim 16",
+                         "bloom": "ALiBi"}[model_type]  # the eval's header names the layer's variant
+                if e.returncode != 0 or named not in e.stdout.splitlines()[0] or (refusal and (bad.returncode == 0 or refusal not in bad.stderr)):
                     failures.append(f"{model_type}: qattn eval rc {e.returncode}: {e.stdout}{e.stderr}; qflash rc {bad.returncode}: {bad.stderr}")
                     continue
                 # An experiment over every layer: the float recipe runs on each, the integer softmax is
@@ -142,7 +155,7 @@ def main():
                     failures.append(f"{model_type}: qattn run rc {run.returncode}, {ran} int8 + e4m3 rows: {run.stderr}\n{summary}")
                     continue
             print(f"{model_type}: dumped {layers} layers ({schema}, float64 check passed; RoPE-free: {rope_free}; soft-cap {want_cap}; "
-                  f"sinks {'stored' if model else 'none'}; chunks {chunks}), qattn inspect loads it")
+                  f"sinks {'stored' if model else 'none'}; chunks {chunks}; (K, V) head dims {sorted(dims)}), qattn inspect loads it")
         for model_type, (extra, field) in REFUSED.items():
             ckpt = checkpoint(model_type, extra, tmp / model_type, tok)
             try:
@@ -154,11 +167,11 @@ def main():
                 else:
                     print(f"{model_type}: refused: {e}")
         # The command line says the same, with nothing written.
-        out = tmp / "deepseek.h5"
-        r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(tmp / "deepseek_v3"), "--text", str(text_file),
+        out = tmp / "falcon.h5"
+        r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(tmp / "falcon"), "--text", str(text_file),
                             "--tokens", "96", "--out", str(out)], capture_output=True, text=True)
-        if r.returncode != 1 or "v_head_dim" not in r.stderr or out.exists():
-            failures.append(f"deepseek_v3 on the command line: rc {r.returncode}, {r.stderr}")
+        if r.returncode != 1 or "alibi" not in r.stderr or "ALiBi" not in r.stderr or out.exists():
+            failures.append(f"falcon on the command line: rc {r.returncode}, {r.stderr}")
         r = subprocess.run([sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py"), "--model", str(tmp / "nothing-here"), "--tokens", "96",
                             "--out", str(out)], capture_output=True, text=True)
         if r.returncode != 1 or "expected a registry name" not in r.stderr:

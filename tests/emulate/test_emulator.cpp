@@ -1009,3 +1009,48 @@ TEST_CASE("chunked attention in the emulator: tiles that straddle chunks, splits
   CHECK(variant_not_modelled(q, qflash).empty());
   CHECK(versus_reference(q, qflash).sqnr_db > 20);  // int8 everywhere: ~25-30 dB on this workload
 }
+
+TEST_CASE("a value head dim unlike Q/K's: every softmax writes O with V's head dim", "[emulate][variants]") {
+  // Q and K at d 64 (QFlash's A2 shapes), V at 48: the float softmax over splits, and both integer softmaxes.
+  Problem p = qflash_a2_problem();
+  Problem narrow = p;
+  narrow.v = qattn::test::random_tensor(6, 197, 48, 3);
+  for (float& x : narrow.v.data) x *= 4.0f;
+  Recipe split = fp32_recipe();
+  split.split_k = 3;
+  split.tiles.block_k = 32;
+  for (const Recipe& r : {fp32_recipe(), split}) {
+    const EmulatorResult e = emulate(narrow, r);
+    CHECK(e.out.dim == 48);
+    CHECK(versus_reference(narrow, r).rel_l2 < 1e-5);  // fp32 arithmetic, as the plain case
+  }
+  Recipe qflash = int8_integer_softmax_recipe();
+  qflash.softmax = SoftmaxKind::qflash_integer;
+  Recipe shiftmax = int8_integer_softmax_recipe();
+  shiftmax.softmax = SoftmaxKind::ivit_shiftmax;
+  for (const Recipe& r : {qflash, shiftmax}) {
+    CHECK(emulate(narrow, r).out.dim == 48);
+    CHECK(versus_reference(narrow, r).sqnr_db > 15);  // int8 Q, K, V and P: 20-40 dB on A2's own V (the cases above)
+  }
+}
+
+TEST_CASE("ALiBi in the float softmax: the hand-worked row, the reference, refusals", "[emulate][variants]") {
+  // q = 0, slope ln 2: (0.25 + 1 + 3) / 1.75 = 17 / 7, through fp32 slope, distance, exp2 and division.
+  Problem p = hand_problem(3, 1, {0.0f, 0.0f, 0.0f}, {0.5f, -1.0f, 2.0f}, {1.0f, 2.0f, 3.0f}, 2);
+  p.causal = true;
+  p.alibi = {std::log(2.0)};
+  CHECK(std::fabs(emulate(p, fp32_recipe()).out.data[0] - 17.0 / 7.0) < 1e-6);
+  Problem r = random_problem(4, 2, 200, 32, 9);
+  r.alibi = {0.5, 0.25, 0.125, 0.0625};
+  Problem flat = r;
+  flat.alibi.clear();
+  for (const bool causal : {true, false}) {
+    r.causal = flat.causal = causal;
+    check_variant(r, flat);
+  }
+  Recipe qflash = int8_integer_softmax_recipe();
+  qflash.softmax = SoftmaxKind::qflash_integer;
+  CHECK(variant_not_modelled(r, qflash).find("adds ALiBi slopes, which recipe softmax=qflash does not model") != std::string::npos);
+  r.softcap = 20;
+  CHECK(variant_not_modelled(r, fp32_recipe()).find("both soft-caps and adds ALiBi slopes") != std::string::npos);
+}

@@ -183,7 +183,7 @@ TEST_CASE("the presets at 32768 tokens: time and kernel-vs-emulator distance", "
   }
 }
 
-TEST_CASE("attention variants: every family refuses soft-capping, sink logits and chunks by name", "[gpu][coverage][variants]") {
+TEST_CASE("attention variants: every family refuses soft-capping, sink logits, V's own head dim and chunks by name", "[gpu][coverage][variants]") {
   Problem p = test::random_problem(4, 2, 100, 64, 5);
   const Recipe r = recipe_from_string("q=bf16 k=bf16 v=bf16 p=bf16");
   p.softcap = 30;
@@ -195,6 +195,12 @@ TEST_CASE("attention variants: every family refuses soft-capping, sink logits an
   p.sinks.assign(4, 0.5);
   CHECK(gpu::not_covered(p, r).find("sink logits are not covered by any GPU family") != std::string::npos);
   p.sinks.clear();
+  p.alibi.assign(4, 0.25);
+  CHECK(gpu::not_covered(p, r).find("ALiBi slopes are not covered by any GPU family") != std::string::npos);
+  p.alibi.clear();
+  Problem mla = p;
+  mla.v = test::random_tensor(2, 100, 32, 6);
+  CHECK(gpu::not_covered(mla, r).find("a value head dim (32) unlike Q/K's (64) is not covered by any GPU family") != std::string::npos);
   p.chunk = 32;
   CHECK(gpu::not_covered(p, r).find("chunked attention (chunks of 32 tokens) is not covered by any GPU family") != std::string::npos);
 }

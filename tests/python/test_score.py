@@ -187,3 +187,46 @@ def test_an_end_to_end_report_is_a_report_folder_of_the_same_rules(tmp_path):
     (lock_only / ".lock").write_text("")
     with qattn._core.claim_report_for(str(lock_only), "test", force=False, resume=True):
         pass  # a claim that stopped before it wrote anything leaves a folder that is taken as empty
+
+
+def variant_dump(path):
+    """One causal layer with every variant: soft-cap 4 (Q scaled so scores pass it), a sink per head,
+    chunks of 48 of 128 tokens, and V's head dim 32 against Q/K's 48 (schema 2)."""
+    rng = np.random.default_rng(3)
+    hq, hkv, n, d, dv = 4, 2, 128, 48, 32
+    layer = dict(name="0", q=(rng.standard_normal((hq, n, d)) * 3).astype(np.float32), k=rng.standard_normal((hkv, n, d)).astype(np.float32),
+                 v=rng.standard_normal((hkv, n, dv)).astype(np.float32), causal=True, softmax_scale=d ** -0.5, softcap=4.0,
+                 sinks=[0.5, -1.0, 2.0, 0.0], attention_chunk=48)
+    attrs = dict(schema="qattn-dump/2", model="random", weights="none", text_source="none", n_tokens=n, created_by="tests",
+                 created_at="2026-12-07T00:00:00Z")
+    qattn.write_dump(str(path), [layer], attrs, dtype="fp32")
+    return str(path)
+
+
+BF16 = "q=bf16 k=bf16 v=bf16 p=bf16"
+
+
+def test_score_and_fit_apply_the_layers_attention_variants(tmp_path):
+    dump = variant_dump(tmp_path / "v2.h5")
+
+    def kernel(q, k, v, *, causal, window, softmax_scale, softcap=0.0, sinks=None, chunk=0):
+        return qattn.emulate(q, k, v, BF16, causal=causal, window=window, softmax_scale=softmax_scale, softcap=softcap, sinks=sinks,
+                             chunk=chunk)["out"]
+
+    rows = qattn.score(kernel, dump, recipe=BF16, output=str(tmp_path / "s"), progress=False)
+    assert len(rows) == 4
+    for r in rows:
+        assert r["kernel_vs_recipe_sqnr_db"] == "inf"  # the recipe's emulation with the variants is the kernel, bit for bit
+        assert r["recipe_sqnr_db"] > 40  # bf16 operands: ~50 dB measured
+
+    def plain(q, k, v, *, causal, window, softmax_scale, **ignored):
+        return qattn.emulate(q, k, v, BF16, causal=causal, window=window, softmax_scale=softmax_scale)["out"]
+
+    # A kernel that ignores the variants is far from the recipe (-1 to -2 dB measured): the score sees them.
+    assert max(r["kernel_vs_recipe_sqnr_db"] for r in qattn.score(plain, dump, recipe=BF16, output=str(tmp_path / "p"), progress=False)) < 10
+    with pytest.raises(TypeError, match="softcap"):  # one written for plain attention is told, never run as plain
+        qattn.score(fp32_kernel, dump, output=str(tmp_path / "t"), progress=False)
+
+    f = qattn.fit(kernel, dump, start=BF16, output=str(tmp_path / "f"), budget=60, quiet=True)
+    assert f["meets_rule"] and f["path"][0]["kernel_vs_recipe_db"] == float("inf")
+    assert any("soft-caps its logits, which recipe softmax=qflash does not model" in why for why in f["skipped_why"])

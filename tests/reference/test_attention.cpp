@@ -25,7 +25,7 @@ double max_diff_to_naive(const Problem& p, const ReferenceResult& r) {
   for (int h = 0; h < p.q.heads; ++h)
     for (std::size_t ri = 0; ri < r.rows.size(); ++ri) {
       const auto want = qattn::test::naive_attention(p, h, r.rows[ri]);
-      for (int c = 0; c < p.q.dim; ++c)
+      for (int c = 0; c < p.v.dim; ++c)
         m = std::max(m, static_cast<double>(std::fabs(want[c] - r.out(h, static_cast<int>(ri), c))));
     }
   return m;
@@ -244,5 +244,42 @@ TEST_CASE("chunked attention: a query sees its own chunk's keys only", "[referen
     o.block_q = 16;
     o.block_k = 8;
     CHECK(max_diff_to_naive(q, reference_attention(q, o)) < 1e-12);  // as the case above
+  }
+}
+
+TEST_CASE("a value head dim unlike Q/K's (multi-head latent attention): O has V's", "[reference][variants]") {
+  // d 24 for Q and K, 16 for V, GQA, causal and not: against the naive attention, whose output is V's.
+  for (const bool causal : {false, true}) {
+    Problem p = random_problem(4, 2, 60, 24, 41);
+    p.v = qattn::test::random_tensor(2, 60, 16, 44);
+    p.causal = causal;
+    const ReferenceResult r = reference_attention(p);
+    CHECK(r.out.dim == 16);
+    CHECK(max_diff_to_naive(p, r) < 1e-12);  // as the plain case
+  }
+}
+
+TEST_CASE("ALiBi: -slope |i - j| on the scaled score", "[reference][variants]") {
+  // q = 0, slope ln 2: query 2 weighs keys 0, 1, 2 by 1/4, 1/2, 1, so values 1, 2, 3 give
+  // (0.25 + 1 + 3) / 1.75 = 17 / 7.
+  Problem p;
+  p.q = TensorF(1, 3, 1);
+  p.k = TensorF(1, 3, 1);
+  p.v = TensorF(1, 3, 1);
+  p.k.data = {0.5f, -1.0f, 2.0f};
+  p.v.data = {1.0f, 2.0f, 3.0f};
+  p.causal = true;
+  p.softmax_scale = 1.0;
+  p.rows = RowSelection::range_of(2, 3);
+  p.alibi = {std::log(2.0)};
+  CHECK(reference_attention(p).out.data[0] == Approx(17.0 / 7.0).epsilon(1e-15));  // float64 exp/div: ulps
+  for (const bool causal : {false, true}) {
+    Problem r = random_problem(4, 2, 70, 16, 51);
+    r.causal = causal;
+    r.alibi = {0.5, 0.25, 0.125, 0.0625};  // a geometric series, as ALiBi's slopes are
+    ReferenceOptions o;
+    o.block_q = 16;
+    o.block_k = 24;
+    CHECK(max_diff_to_naive(r, reference_attention(r, o)) < 1e-12);  // as the cases above
   }
 }

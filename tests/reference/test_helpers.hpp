@@ -38,7 +38,7 @@ inline Problem random_problem(int hq, int hkv, int n, int d, std::uint64_t seed)
 inline std::vector<long double> naive_attention(const Problem& p, int h, int i) {
   const int n = p.k.tokens, d = p.q.dim, kh = h / (p.q.heads / p.k.heads);
   const long double scale = p.softmax_scale != 0 ? p.softmax_scale : 1.0L / std::sqrt(static_cast<long double>(d));
-  std::vector<long double> s(n), out(d, 0.0L);
+  std::vector<long double> s(n), out(p.v.dim, 0.0L);
   std::vector<bool> keep(n);
   long double mx = -INFINITY;
   for (int j = 0; j < n; ++j) {
@@ -51,6 +51,7 @@ inline std::vector<long double> naive_attention(const Problem& p, int h, int i) 
     long double dot = 0;
     for (int c = 0; c < d; ++c) dot += static_cast<long double>(p.q(h, i, c)) * p.k(kh, j, c);
     s[j] = dot * scale;
+    if (!p.alibi.empty()) s[j] -= p.alibi[h] * std::abs(i - j);
     if (p.softcap > 0) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
     mx = std::max(mx, s[j]);
   }
@@ -60,7 +61,7 @@ inline std::vector<long double> naive_attention(const Problem& p, int h, int i) 
   for (int j = 0; j < n; ++j) {
     if (!keep[j]) continue;
     const long double w = std::exp(s[j] - mx) / sum;
-    for (int c = 0; c < d; ++c) out[c] += w * p.v(kh, j, c);
+    for (int c = 0; c < p.v.dim; ++c) out[c] += w * p.v(kh, j, c);
   }
   return out;
 }

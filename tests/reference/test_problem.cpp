@@ -25,8 +25,12 @@ TEST_CASE("Hq not a multiple of Hkv is rejected", "[reference][errors]") {
 
 TEST_CASE("mismatched shapes are rejected", "[reference][errors]") {
   Problem p = random_problem(2, 1, 8, 4, 1);
-  p.v = qattn::test::random_tensor(1, 8, 5, 3);
-  CHECK(problem_error(p).find("k and v shapes differ") != std::string::npos);
+  p.v = qattn::test::random_tensor(1, 7, 4, 3);
+  CHECK(problem_error(p).find("k and v head or token counts differ") != std::string::npos);
+  p.v = qattn::test::random_tensor(2, 8, 4, 3);
+  CHECK(problem_error(p).find("k and v head or token counts differ") != std::string::npos);
+  p.v = qattn::test::random_tensor(1, 8, 5, 3);  // V's head dim may differ (multi-head latent attention)
+  CHECK(problem_error(p).empty());
   p = random_problem(2, 1, 8, 4, 1);
   p.q = qattn::test::random_tensor(2, 8, 6, 3);
   CHECK(problem_error(p).find("q and k head dims differ") != std::string::npos);
@@ -93,6 +97,9 @@ TEST_CASE("bad soft-caps, sink logits and chunks are rejected", "[reference][err
   CHECK(problem_error(p).find("sinks[1] is not finite") != std::string::npos);
   p.sinks = {1.0, -2.0};
   CHECK(problem_error(p).empty());
+  p.alibi = {0.5};
+  CHECK(problem_error(p).find("alibi has 1 values; expected one per query head (2) or none") != std::string::npos);
+  p.alibi.clear();
   p.chunk = -2;
   CHECK(problem_error(p).find("chunk=-2 is negative; expected 0 (none) or a positive token count") != std::string::npos);
 }
