@@ -11,7 +11,7 @@ KINDS = ("global", "sliding")  # layers without / with a sliding window
 
 KEYS = {
     "name": "a name for the experiment (string)",
-    "model": "a model the lab can load (smollm2, gemma3)",
+    "model": "a model the lab can load: a registry name (smollm2, gemma3) or a Hugging Face checkpoint directory",
     "contexts": "a list of context lengths in tokens (integers >= 2)",
     "windows": "windows of text per context: an integer >= 1 for every context, or one per context (default 1)",
     "recipes": "an object: name -> recipe line, 'reference', or {\"global\": LINE, \"sliding\": LINE}",

@@ -108,9 +108,14 @@ def model_facts(name, path="<experiment>", weights=None, text=None, cache=True):
     key = ("facts", name, weights, text, cache)
     if key in _LOADED:
         return _LOADED[key]
-    if name not in _models.MODELS:
-        raise EvalError(f"{path}: $.model: {name!r}; expected one of {', '.join(sorted(_models.MODELS))}")
+    if name not in _models.MODELS and not _is_checkpoint(name):
+        raise EvalError(f"{path}: $.model: {name!r}; expected one of {', '.join(sorted(_models.MODELS))} or a Hugging Face checkpoint "
+                        "directory (config.json, safetensors or bin weights, tokenizer)")
     from transformers import AutoConfig, AutoTokenizer
+
+    if _is_checkpoint(name):
+        _LOADED[key] = _local_facts(name, path, weights, text)
+        return _LOADED[key]
 
     try:
         gguf = Path(weights) if weights else _models.gguf_path(name, _cache_dir())
@@ -144,6 +149,40 @@ def model_facts(name, path="<experiment>", weights=None, text=None, cache=True):
     return facts
 
 
+def _is_checkpoint(name):
+    """Whether a model name is a local checkpoint directory rather than a registry name."""
+    return name not in _models.MODELS and (Path(name) / "config.json").is_file()
+
+
+def _local_facts(directory, path, weights, text):
+    """model_facts of a checkpoint directory: its config and tokenizer as they stand (no cache)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    if weights:
+        raise EvalError(f"{path}: $.weights: a GGUF file replaces a registry model's weights; the checkpoint {directory} has its own")
+    try:
+        full_cfg = AutoConfig.from_pretrained(directory)
+        cfg = full_cfg.get_text_config() if hasattr(full_cfg, "get_text_config") else full_cfg
+        variant = _models.attention_variant(cfg)
+        if variant:
+            raise EvalError(f"{path}: $.model: {directory}/config.json: {variant[0]}: the model {variant[1]}, which the lab does not model yet")
+        tok = AutoTokenizer.from_pretrained(directory)
+        body, text_source = _models.text_file(text) if text else _models.prose_text()
+    except _models.ModelError as e:
+        raise EvalError(f"{path}: $.text: {e}") from None
+    except (OSError, ValueError) as e:
+        if isinstance(e, EvalError):
+            raise
+        raise EvalError(f"{path}: $.model: {directory}: transformers cannot read it: {str(e).splitlines()[0]}") from None
+    ids = np.asarray(tok(body).input_ids, dtype=np.int64)
+    return {"config": cfg, "gguf": None, "checkpoint": Path(directory), "ids": ids, "text_source": text_source, "bos": tok.bos_token_id}
+
+
+def _title(name):
+    """The model's name in reports: the registry's title, or the checkpoint directory's."""
+    return _models.MODELS[name]["title"] if name in _models.MODELS else f"{Path(name).name} (checkpoint {name})"
+
+
 def _model(name, weights=None, cache=True):
     """The model in float32, eval mode, with the lab's attention registered. `cache`: as for
     model_facts (the converted weights, written with save_pretrained, read back bit for bit)."""
@@ -153,6 +192,13 @@ def _model(name, weights=None, cache=True):
         from transformers import AttentionInterface, AutoModelForCausalLM
 
         AttentionInterface.register("qattn", _lab_attention)
+        if _is_checkpoint(name):
+            try:
+                _, m, _ = _models.load_local(name)
+            except _models.ModelError as e:
+                raise EvalError(f"$.model: {e}") from None
+            _LOADED[key] = m
+            return m
         gguf = Path(weights) if weights else _models.gguf_path(name, _cache_dir())
         folder = _converted_dir(name, gguf) / "model" if cache else None
         if folder is not None and folder.is_dir():
@@ -251,13 +297,21 @@ def _forward_kept(model, ids, plan, path):
     return h, seconds
 
 
+def _own_attention(model):
+    """The model's own attention implementation: SDPA, or its eager attention where SDPA would drop
+    a variant (Gemma 2's soft-cap, which transformers' SDPA path ignores) or has no path (gpt-oss)."""
+    cfg = _models.text_config(model)
+    sinks = any(hasattr(m, "sinks") for m in model.modules())
+    return "eager" if getattr(cfg, "attn_logit_softcapping", None) or sinks else "sdpa"
+
+
 def hidden_states(model, ids, plan):
     """The decoder's last hidden states [N, hidden] (after the final norm) with attention by `plan`
-    (None: the model's own SDPA). Returns (hidden, attention seconds)."""
+    (None: the model's own attention, _own_attention). Returns (hidden, attention seconds)."""
     import torch
 
     global _PLAN
-    model.set_attn_implementation("sdpa" if plan is None else "qattn")
+    model.set_attn_implementation(_own_attention(model) if plan is None else "qattn")
     _PLAN = plan
     try:
         with torch.no_grad():
@@ -353,7 +407,7 @@ def validate(e, path="<experiment>"):
     facts = model_facts(e["model"], path, e.get("weights"), e.get("text"))
     cfg = facts["config"]
     max_ctx = getattr(cfg, "max_position_embeddings", None)
-    title = _models.MODELS[e["model"]]["title"]
+    title = _title(e["model"])
     for i, c in enumerate(e["contexts"]):
         if max_ctx and c > max_ctx:
             raise EvalError(f"{path}: $.contexts[{i}]: {c} tokens; {title} supports at most {max_ctx}")
@@ -510,9 +564,11 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
     torch.use_deterministic_algorithms(True)
     cfg = facts["config"]
     provenance = {
-        "model": _models.MODELS[e["model"]]["title"],
-        "weights": f"the GGUF file {e['weights']}, given by the experiment" if e.get("weights") else _models.MODELS[e["model"]]["weights"],
-        "gguf_file": f"{facts['gguf'].name} (sha256 {_models.sha256_file(facts['gguf'])})",
+        "model": _title(e["model"]),
+        "weights": (f"the GGUF file {e['weights']}, given by the experiment" if e.get("weights") else
+                    _models.MODELS[e["model"]]["weights"] if e["model"] in _models.MODELS else f"the checkpoint directory {e['model']}"),
+        **({"gguf_file": f"{facts['gguf'].name} (sha256 {_models.sha256_file(facts['gguf'])})"} if facts["gguf"] else
+           {"config_sha256": _models.config_sha256(facts["checkpoint"])}),
         "text_source": facts["text_source"], "text_tokens": int(len(facts["ids"])),
         "layers": int(cfg.num_hidden_layers), "layer_kinds": layer_kinds(cfg),
         "git_commit": _core.git_commit(str(_source_dir())), "versions": _versions(), "threads": e["threads"],
@@ -672,7 +728,7 @@ def _report(e, out, configs, provenance):
     _figures(out, rows, provenance["model"])
     lines = [f"# {e['name']}: {provenance['model']}, attention by the lab ({e['backend']}) in "
              f"{'every layer' if e['layers'] == 'all' else 'layers ' + ', '.join(map(str, e['layers']))}", "",
-             f"Weights: {provenance['gguf_file']}. Text: {provenance['text_source']}; windows per context: "
+             f"Weights: {provenance.get('gguf_file') or provenance['weights'] + ', config.json sha256 ' + provenance['config_sha256']}. Text: {provenance['text_source']}; windows per context: "
              f"{', '.join(f'{c}: {w}' for c, w in zip(e['contexts'], e['windows']))}, each starting with BOS. "
              "PPL over every evaluated position; KL(P_float64 || P) per next-token distribution.", ""]
     for c in e["contexts"]:

@@ -8,10 +8,8 @@ logits, Llama 4's chunked attention, DeepSeek V3's value head dim and BLOOM's AL
 model yet are refused, naming the configuration field, never dumped as plain attention;
 RoPE-free layers (SmolLM3's every fourth) are dumped with rope = "none".
 Usage: test_dump_local.py QATTN_BINARY (run with the dumper's environment: .venv-dump/bin/python)."""
-import collections
 import importlib.util
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -26,12 +24,10 @@ spec.loader.exec_module(models)
 
 import h5py  # noqa: E402
 import torch  # noqa: E402
-from tokenizers import Tokenizer, models as tok_models, pre_tokenizers  # noqa: E402
-from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
 
-VOCAB = 256
-TINY = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
-            max_position_embeddings=512, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tiny_checkpoints import TINY, checkpoint, tokenizer_for  # noqa: E402
 # Plain causal attention (with each family's own twist: QKV bias, q/k norm, a sliding window, fused
 # QKV, post-norm, rope-free layers that the interval leaves out at two layers).
 PLAIN = {"llama": {}, "qwen2": {}, "qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 32}, "phi3": {}, "olmo2": {},
@@ -53,25 +49,6 @@ V_DIMS = {"deepseek_v3": (24, 16)}
 CHUNKS = {"llama4_text": [32, 32, 32, 0]}
 # Variants the lab does not model yet: the field the refusal must name.
 REFUSED = {"falcon": ({"alibi": True}, "alibi")}
-
-
-def tokenizer_for(text):
-    words = re.findall(r"\w+|[^\w\s]", text)
-    vocab = {"[UNK]": 0}
-    for w, _ in collections.Counter(words).most_common(VOCAB - 1):
-        vocab[w] = len(vocab)
-    tok = Tokenizer(tok_models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
-
-
-def checkpoint(model_type, extra, where, tok):
-    torch.manual_seed(0)
-    cfg = AutoConfig.for_model(model_type, **{**TINY, **extra})
-    model = AutoModelForCausalLM.from_config(cfg)
-    model.save_pretrained(where)
-    tok.save_pretrained(where)
-    return where
 
 
 def main():

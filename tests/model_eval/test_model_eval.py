@@ -230,3 +230,25 @@ def test_output_that_is_a_file_or_read_only_is_one_error(tmp_path):
     p = _cli(path)
     _, err = p.communicate(timeout=600)
     assert p.returncode == 2 and "Permission denied" in err and "Traceback" not in err, err[-2000:]
+
+
+def test_a_checkpoint_directory_with_a_soft_cap(tmp_path):
+    """A user's own checkpoint (a tiny random Gemma 2, its soft-cap set near its scores so tanh bends
+    them) evaluated end to end: the model's own attention (its eager path: transformers' SDPA drops the
+    cap) agrees with the lab's float64 reference, which applies the cap, to float32 noise."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datasets"))
+    from tiny_checkpoints import checkpoint, tokenizer_for
+
+    text, _ = me._models.prose_text()
+    ckpt = checkpoint("gemma2", {"head_dim": 16, "attn_logit_softcapping": 0.02}, tmp_path / "gemma2", tokenizer_for(text[:20000]))
+    exp = {"name": "mine", "model": str(ckpt), "contexts": [64], "recipes": {"control": "reference", "fp32": FP32, "int8 + e4m3": P_E4M3},
+           "output": str(tmp_path / "r")}
+    rows = {r["recipe"]: r for r in me.run(exp, quiet=True)}
+    assert rows["control"]["kl_mean"] == 0.0
+    # float32 against float64 attention: KL ~1e-15 measured; the lab without the cap gives ~6e-9.
+    assert rows["model"]["kl_mean"] < 1e-12 and rows["fp32"]["kl_mean"] < 1e-12, (rows["model"]["kl_mean"], rows["fp32"]["kl_mean"])
+    assert rows["int8 + e4m3"]["kl_mean"] > 1e-9  # a quantized P is seen
+    config = json.loads((tmp_path / "r" / "config.json").read_text())["provenance"]
+    assert config["model"].startswith("gemma2 (checkpoint") and len(config["config_sha256"]) == 64
+    with pytest.raises(me.EvalError, match=r"\$\.weights: a GGUF file replaces a registry model's weights"):
+        me.validate({**exp, "weights": "x.gguf"}, "exp.json")
