@@ -178,6 +178,14 @@ def _local_facts(directory, path, weights, text):
     return {"config": cfg, "gguf": None, "checkpoint": Path(directory), "ids": ids, "text_source": text_source, "bos": tok.bos_token_id}
 
 
+def _model_identity(facts):
+    """What the evaluated model was read from, as a resumed report must match it: each file of a
+    checkpoint directory (name, size, modification time), or the GGUF file's, as the converted cache
+    keys it."""
+    files = sorted(p for p in facts["checkpoint"].iterdir() if p.is_file()) if facts["gguf"] is None else [facts["gguf"]]
+    return [f"{p.resolve()}|{p.stat().st_size}|{p.stat().st_mtime_ns}" for p in files]
+
+
 def _title(name):
     """The model's name in reports: the registry's title, or the checkpoint directory's."""
     return _models.MODELS[name]["title"] if name in _models.MODELS else f"{Path(name).name} (checkpoint {name})"
@@ -543,6 +551,13 @@ def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
         if changed and not force:
             diff = sorted(k for k in set(e) | set(written.get("experiment", {})) if e.get(k) != written.get("experiment", {}).get(k))
             raise EvalError(f"{out}: written by a different experiment (changed: {', '.join(diff)}); pass --force to start it over")
+        # The same experiment on other weights (a checkpoint saved again, another GGUF file at the
+        # same path) must not reuse the units the old weights made.
+        if ours and not changed and written.get("provenance", {}).get("model_identity") != _model_identity(facts):
+            if not force:
+                raise EvalError(f"{out}: written from other model files than {e['model']} holds now (sizes or times differ); "
+                                "pass --force to start it over")
+            changed = True
         # The same claim as `qattn run` and `qattn score`: the lock first, then (with --force or a
         # changed experiment) only the report's own files are removed; an evaluation always resumes.
         try:
@@ -569,6 +584,7 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
                     _models.MODELS[e["model"]]["weights"] if e["model"] in _models.MODELS else f"the checkpoint directory {e['model']}"),
         **({"gguf_file": f"{facts['gguf'].name} (sha256 {_models.sha256_file(facts['gguf'])})"} if facts["gguf"] else
            {"config_sha256": _models.config_sha256(facts["checkpoint"])}),
+        "model_identity": _model_identity(facts),
         "text_source": facts["text_source"], "text_tokens": int(len(facts["ids"])),
         "layers": int(cfg.num_hidden_layers), "layer_kinds": layer_kinds(cfg),
         "git_commit": _core.git_commit(str(_source_dir())), "versions": _versions(), "threads": e["threads"],

@@ -250,5 +250,11 @@ def test_a_checkpoint_directory_with_a_soft_cap(tmp_path):
     assert rows["int8 + e4m3"]["kl_mean"] > 1e-9  # a quantized P is seen
     config = json.loads((tmp_path / "r" / "config.json").read_text())["provenance"]
     assert config["model"].startswith("gemma2 (checkpoint") and len(config["config_sha256"]) == 64
+    # The checkpoint saved again (its weights' time moves): a resumed run must not reuse the old units.
+    weights = next(ckpt.glob("*.safetensors"))
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000_000))
+    with pytest.raises(me.EvalError, match="written from other model files"):
+        me.run(exp, quiet=True)
+    assert {r["recipe"] for r in me.run(exp, quiet=True, force=True)} == set(rows)
     with pytest.raises(me.EvalError, match=r"\$\.weights: a GGUF file replaces a registry model's weights"):
         me.validate({**exp, "weights": "x.gguf"}, "exp.json")
