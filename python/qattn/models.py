@@ -80,22 +80,86 @@ def prose_text():
     return text, f"{TEXT_FILE} (Debian libpython3.11-stdlib; Python documentation topics, {len(topics)} topics in key order; sha256 {sha256_file(TEXT_FILE)})"
 
 
-def text_file(path):
-    """(text, source) of a UTF-8 text file given instead of the default text."""
+def text_file(path, column=None):
+    """(text, source) of a file given instead of the default text: UTF-8 text, or with `column` the
+    rows of a JSON Lines (.jsonl) or Parquet (.parquet) file's column, joined by blank lines."""
     try:
         with open(path, "rb") as f:
             data = f.read()
-        text = data.decode("utf-8")
     except OSError as e:
         raise ModelError(f"{path}: cannot read: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise ModelError(f"{path}: byte {e.start} is not UTF-8; expected a UTF-8 text file") from None
-    return text, f"{path} ({len(text)} characters; sha256 {hashlib.sha256(data).hexdigest()})"
+    digest = hashlib.sha256(data).hexdigest()
+    suffix = Path(path).suffix.lower()
+    if column is None:
+        if suffix in (".jsonl", ".parquet"):
+            raise ModelError(f"{path}: a {suffix} file needs --text-column, the column that holds the text")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ModelError(f"{path}: byte {e.start} is not UTF-8; expected a UTF-8 text file") from None
+        return text, f"{path} ({len(text)} characters; sha256 {digest})"
+    if suffix == ".jsonl":
+        rows = _jsonl_column(path, data, column)
+    elif suffix == ".parquet":
+        rows = _parquet_column(path, column)
+    else:
+        raise ModelError(f"{path}: --text-column {column!r} reads a .jsonl or .parquet file; this one is {suffix or 'without a suffix'}")
+    text = "\n\n".join(rows)
+    return text, f"{path} column {column!r} ({len(rows)} rows joined by blank lines, {len(text)} characters; sha256 {digest})"
 
 
-def load_model(model, cache_dir, attn_implementation="sdpa", gguf=None):
-    """(tokenizer, model, path): the model in float32, eval mode, from its GGUF file (`gguf`: a file
-    given instead of the one its package carries)."""
+def _jsonl_column(path, data, column):
+    import json
+
+    rows = []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ModelError(f"{path}: line {number}: not a JSON object ({e})") from None
+        if not isinstance(record, dict) or column not in record:
+            raise ModelError(f"{path}: line {number}: no key {column!r}; expected a JSON object with the text under --text-column")
+        if not isinstance(record[column], str):
+            raise ModelError(f"{path}: line {number}: key {column!r} holds {type(record[column]).__name__}; expected a string")
+        rows.append(record[column])
+    if not rows:
+        raise ModelError(f"{path}: no rows; expected JSON objects, one a line")
+    return rows
+
+
+def _parquet_column(path, column):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ModelError(f"{path}: reading Parquet needs pyarrow (scripts/install-dumper.sh installs it)") from None
+    try:
+        names = pq.read_schema(path).names
+        table = pq.read_table(path, columns=[column]) if column in names else None
+    except Exception as e:  # pyarrow's own errors: not a Parquet file, corrupt pages
+        raise ModelError(f"{path}: cannot read as Parquet: {e}") from None
+    if table is None:
+        raise ModelError(f"{path}: no column {column!r}; its columns: {', '.join(names)}")
+    rows = table.column(column).to_pylist()
+    bad = next((i for i, r in enumerate(rows) if not isinstance(r, str)), None)
+    if bad is not None:
+        raise ModelError(f"{path}: column {column!r} row {bad} holds {type(rows[bad]).__name__}; expected strings")
+    return rows
+
+
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def torch_dtype(name):
+    import torch
+
+    return getattr(torch, DTYPES[name])
+
+
+def load_model(model, cache_dir, attn_implementation="sdpa", gguf=None, device="cpu", dtype="fp32"):
+    """(tokenizer, model, path): the model in eval mode from its GGUF file (`gguf`: a file given instead
+    of the one its package carries), dequantized to float32, then moved to `device` in `dtype`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -103,6 +167,8 @@ def load_model(model, cache_dir, attn_implementation="sdpa", gguf=None):
     tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     m = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32,
                                              attn_implementation=attn_implementation)
+    if device != "cpu" or dtype != "fp32":
+        m = m.to(device=device, dtype=torch_dtype(dtype))
     m.eval()
     return tok, m, path
 
@@ -132,10 +198,12 @@ def attention_chunk(cfg, layer):
     return int(chunk) if chunk and types and types[layer] == "chunked_attention" else 0
 
 
-def load_local(directory, attn_implementation="sdpa"):
+def load_local(directory, attn_implementation="sdpa", device="cpu", dtype="fp32", random_weights=None):
     """(tokenizer, model, path): a Hugging Face checkpoint directory (config.json, safetensors or bin
-    weights, and a tokenizer) in float32, eval mode. ModelError names the file or configuration field
-    when the directory cannot be had or its attention has a variant the lab does not model."""
+    weights, and a tokenizer) in eval mode on `device` in `dtype`; with `random_weights` (a seed) the
+    model is built from config.json alone with random weights, where it runs. ModelError names the file
+    or configuration field when the directory cannot be had, its attention has a variant the lab does
+    not model, or its weights would not fit the memory free where they go."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -153,19 +221,125 @@ def load_local(directory, attn_implementation="sdpa"):
         raise ModelError(f"{path / 'config.json'}: {field}: the model {what}, which the lab does not model yet; refused rather than dumped as plain attention")
     if not any((path / f).exists() for f in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
         raise ModelError(f"{path}: no tokenizer (tokenizer.json, tokenizer.model or tokenizer_config.json); expected the checkpoint's tokenizer beside it")
+    check_memory(path / "config.json", cfg, device, dtype)
     tok = AutoTokenizer.from_pretrained(str(path))
+    if random_weights is not None:
+        torch.manual_seed(random_weights)
+        for implementation in (attn_implementation, "eager"):
+            try:
+                with torch.device(device):
+                    m = AutoModelForCausalLM.from_config(cfg, dtype=torch_dtype(dtype), attn_implementation=implementation)
+                break
+            except ValueError as e:  # no SDPA path (gpt-oss): its own eager attention
+                if implementation == "eager" or "scaled_dot_product_attention" not in str(e):
+                    raise ModelError(f"{path / 'config.json'}: transformers cannot build the model: {str(e).splitlines()[0]}") from None
+        m.eval()
+        return tok, m, path
     try:
         try:
-            m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, attn_implementation=attn_implementation)
+            m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype(dtype), attn_implementation=attn_implementation)
         except ValueError as e:
             if attn_implementation != "sdpa" or "scaled_dot_product_attention" not in str(e):
                 raise
             # A model without an SDPA path (gpt-oss: its sinks) runs its own eager attention.
-            m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, attn_implementation="eager")
+            m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype(dtype), attn_implementation="eager")
     except (OSError, ValueError) as e:
         raise ModelError(f"{path}: the weights cannot be loaded: {str(e).splitlines()[0]}") from None
+    if device != "cpu":
+        m = m.to(device)
     m.eval()
     return tok, m, path
+
+
+def parameter_count(cfg):
+    """The model's parameters, counted on PyTorch's meta device (nothing allocated)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        m = AutoModelForCausalLM.from_config(cfg)
+    return sum(p.numel() for p in m.parameters())
+
+
+def free_memory(device):
+    """Bytes free where the weights go: the host's available memory, or the current GPU's free memory."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ModelError("--device cuda: PyTorch sees no CUDA device here")
+        return torch.cuda.mem_get_info()[0]
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    raise ModelError("/proc/meminfo: no MemAvailable line; cannot check the weights fit")
+
+
+def check_memory(where, cfg, device, dtype):
+    """Refuses, before anything is allocated, weights larger than the memory free where they go."""
+    need = parameter_count(cfg) * torch_dtype(dtype).itemsize
+    free = free_memory(device)
+    if need > free:
+        raise ModelError(f"{where}: the weights take {need / 2**30:.1f} GiB in {dtype}, more than the {free / 2**30:.1f} GiB free on {device}; "
+                         "expected a smaller dtype (--compute bf16), the GPU (--device cuda) or a machine with more memory")
+
+
+def peak_rss_gib():
+    """This process's peak resident memory (Linux: ru_maxrss in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def resolve_model_id(model_id):
+    """The local snapshot directory of a Hugging Face model id (org/name), from the user's cache
+    (HF_HUB_CACHE / HF_HOME), downloading only where transformers' offline mode is off."""
+    try:
+        from huggingface_hub import constants, snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    except ImportError:
+        raise ModelError(f"--model {model_id}: resolving a model id needs huggingface_hub (installed with transformers)") from None
+    offline = constants.HF_HUB_OFFLINE
+    try:
+        return Path(snapshot_download(model_id, local_files_only=offline))
+    except LocalEntryNotFoundError:
+        raise ModelError(f"--model {model_id}: not in the Hugging Face cache ({constants.HF_HUB_CACHE})"
+                         + (" and offline mode (HF_HUB_OFFLINE) forbids downloading it" if offline else " and it cannot be downloaded")) from None
+    except (HfHubHTTPError, OSError, ValueError) as e:
+        raise ModelError(f"--model {model_id}: cannot be had: {str(e).splitlines()[0]}") from None
+
+
+def open_any(name, cache_dir, device="cpu", dtype="fp32", random_weights=None, attn_implementation="sdpa"):
+    """(tokenizer, model, provenance attrs) of a --model: a registry name, a Hugging Face checkpoint
+    directory, a GGUF file, or a model id (org/name) in the Hugging Face cache."""
+    import re
+
+    if random_weights is not None and not Path(name).is_dir() and not re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+        raise ModelError(f"--random-weights: builds a model from a checkpoint directory's config.json; --model {name!r} is not one")
+    if name in MODELS:
+        tok, model, path = load_model(name, cache_dir, attn_implementation, device=device, dtype=dtype)
+        return tok, model, {"model": MODELS[name]["title"], "weights": MODELS[name]["weights"],
+                            "gguf_file": f"{path.name} (sha256 {sha256_file(path)})"}
+    path = Path(name)
+    if path.suffix == ".gguf" and path.is_file():
+        tok, model, path = load_model(None, cache_dir, attn_implementation, gguf=path, device=device, dtype=dtype)
+        return tok, model, {"model": f"{path.stem} ({model.config.model_type})", "weights": f"GGUF {path}, dequantized to float32 by transformers + gguf",
+                            "gguf_file": f"{path.name} (sha256 {sha256_file(path)})"}
+    where, title = None, None
+    if path.is_dir():
+        where = f"local checkpoint {path}"
+    elif re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists():
+        path = resolve_model_id(name)
+        where, title = f"Hugging Face model {name} (snapshot {path.name})", name
+    if where is None:
+        raise ModelError(f"--model {name!r}: expected a registry name ({', '.join(sorted(MODELS))}), a Hugging Face checkpoint "
+                         "directory (config.json + weights + tokenizer), a .gguf file or a model id (org/name) in the Hugging Face cache")
+    tok, model, path = load_local(path, attn_implementation, device=device, dtype=dtype, random_weights=random_weights)
+    title = title or getattr(model.config, "_name_or_path", "") or path.name
+    weights = f"random (seed {random_weights}) from config.json" if random_weights is not None else "weights"
+    return tok, model, {"model": f"{title} ({model.config.model_type})",
+                        "weights": f"{where} (config.json sha256 {sha256_file(path / 'config.json')}), {weights} in {dtype}"}
 
 
 def config_sha256(path):

@@ -1,12 +1,15 @@
 """Tiny random-weight checkpoints built offline from transformers' own configurations (two layers,
 hidden 64) with a word-level tokenizer trained on a text: what the dumper's and the end-to-end
 evaluation's tests feed them as a user's own checkpoint directory."""
-import collections
-import re
+import importlib.util
+from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, models as tok_models, pre_tokenizers
-from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+from transformers import AutoConfig, AutoModelForCausalLM
+
+_spec = importlib.util.spec_from_file_location("shaped_checkpoint", Path(__file__).resolve().parents[2] / "datasets" / "dump" / "shaped_checkpoint.py")
+shaped_checkpoint = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(shaped_checkpoint)
 
 VOCAB = 256
 TINY = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
@@ -14,13 +17,7 @@ TINY = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention
 
 
 def tokenizer_for(text):
-    words = re.findall(r"\w+|[^\w\s]", text)
-    vocab = {"[UNK]": 0}
-    for w, _ in collections.Counter(words).most_common(VOCAB - 1):
-        vocab[w] = len(vocab)
-    tok = Tokenizer(tok_models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
+    return shaped_checkpoint.word_tokenizer(text, VOCAB)
 
 
 def checkpoint(model_type, extra, where, tok):
