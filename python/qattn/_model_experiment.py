@@ -11,10 +11,12 @@ KINDS = ("global", "sliding")  # layers without / with a sliding window
 
 KEYS = {
     "name": "a name for the experiment (string)",
-    "model": "a model the lab can load: a registry name (smollm2, gemma3) or a Hugging Face checkpoint directory",
+    "model": "a model the lab can load: a registry name (smollm2, gemma3), a Hugging Face checkpoint directory, a .gguf file, "
+             "or a model id (org/name) in the Hugging Face cache",
     "contexts": "a list of context lengths in tokens (integers >= 2)",
     "windows": "windows of text per context: an integer >= 1 for every context, or one per context (default 1)",
-    "recipes": "an object: name -> recipe line, 'reference', or {\"global\": LINE, \"sliding\": LINE}",
+    "recipes": "an object: name -> recipe line, 'reference', {\"global\": LINE, \"sliding\": LINE}, a list of lines (one per layer), "
+               "or an object of layer index -> line (the layers it leaves out run the float64 reference)",
     "layers": "'all' or a list of layer indices whose attention the recipe computes (default 'all'; the others run the float64 reference)",
     "backend": "'emulate' (default) or 'gpu'",
     "buckets": "increasing position bucket starts from 0 (default [0, 64, 256, 1024, 4096, 16384])",
@@ -49,6 +51,52 @@ def _recipe_line(path, where, line):
         return str(_core.Recipe(line))
     except ValueError as e:
         _fail(path, where, str(e))
+
+
+def _recipe_value(path, where, value):
+    """A recipe's value in its stored form: {"global": LINE, "sliding": LINE} (one line, or one per
+    kind), {"layer_list": [LINE, ...]} (one per layer, in order) or {"layer_map": {"INDEX": LINE}}."""
+    if isinstance(value, list):
+        if not value:
+            _fail(path, where, f"[]; expected {KEYS['recipes']}")
+        return {"layer_list": [_recipe_line(path, f"{where}[{i}]", x) for i, x in enumerate(value)]}
+    if isinstance(value, dict) and value and all(isinstance(k, str) and k.isdigit() for k in value):
+        return {"layer_map": {str(int(k)): _recipe_line(path, f"{where}.{k}", x) for k, x in sorted(value.items(), key=lambda kv: int(kv[0]))}}
+    if isinstance(value, dict):
+        for kind in value:
+            if kind not in KINDS:
+                _fail(path, f"{where}.{kind}", "unknown key; expected 'global' and 'sliding', or layer indices (\"0\", \"1\", ...)")
+        for kind in KINDS:
+            if kind not in value:
+                _fail(path, f"{where}.{kind}", "missing; a per-kind recipe names both 'global' and 'sliding'")
+        return {kind: _recipe_line(path, f"{where}.{kind}", value[kind]) for kind in KINDS}
+    line = _recipe_line(path, where, value)
+    return {kind: line for kind in KINDS}
+
+
+def line_for(recipe, layer, window):
+    """The recipe line a layer runs (REFERENCE where a per-layer map leaves it out)."""
+    if "layer_list" in recipe:
+        return recipe["layer_list"][layer]
+    if "layer_map" in recipe:
+        return recipe["layer_map"].get(str(layer), REFERENCE)
+    return recipe["sliding" if window else "global"]
+
+
+def describe(recipe):
+    """One line for reports: the line, 'global L; sliding L', or per layer with runs of layers joined."""
+    if "layer_list" not in recipe and "layer_map" not in recipe:
+        g, s = recipe["global"], recipe["sliding"]
+        return g if g == s else f"global {g}; sliding {s}"
+    items = list(enumerate(recipe["layer_list"])) if "layer_list" in recipe else [(int(k), v) for k, v in recipe["layer_map"].items()]
+    runs = []
+    for i, line in items:
+        if runs and runs[-1][2] == line and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i, line])
+    where = "; ".join(f"{a if a == b else f'{a}-{b}'}: {line}" for a, b, line in runs)
+    return f"per layer: {where}" + ("; the others: reference" if "layer_map" in recipe else "")
 
 
 def parse(doc, path="<experiment>"):
@@ -120,17 +168,7 @@ def parse(doc, path="<experiment>"):
         where = f"$.recipes[{json.dumps(name)}]"
         if not name or name in ("float64", "model"):
             _fail(path, where, "a recipe name must be non-empty and not 'float64' or 'model' (the baselines' names)")
-        if isinstance(value, dict):
-            for kind in value:
-                if kind not in KINDS:
-                    _fail(path, f"{where}.{kind}", "unknown key; expected 'global' and 'sliding'")
-            for kind in KINDS:
-                if kind not in value:
-                    _fail(path, f"{where}.{kind}", "missing; a per-kind recipe names both 'global' and 'sliding'")
-            e["recipes"][name] = {kind: _recipe_line(path, f"{where}.{kind}", value[kind]) for kind in KINDS}
-        else:
-            line = _recipe_line(path, where, value)
-            e["recipes"][name] = {kind: line for kind in KINDS}
+        e["recipes"][name] = _recipe_value(path, where, value)
     return e
 
 

@@ -108,14 +108,16 @@ def model_facts(name, path="<experiment>", weights=None, text=None, cache=True):
     key = ("facts", name, weights, text, cache)
     if key in _LOADED:
         return _LOADED[key]
-    if name not in _models.MODELS and not _is_checkpoint(name):
-        raise EvalError(f"{path}: $.model: {name!r}; expected one of {', '.join(sorted(_models.MODELS))} or a Hugging Face checkpoint "
-                        "directory (config.json, safetensors or bin weights, tokenizer)")
+    form = _form(name, path)
     from transformers import AutoConfig, AutoTokenizer
 
-    if _is_checkpoint(name):
-        _LOADED[key] = _local_facts(name, path, weights, text)
+    if form != "registry" and form != "gguf":
+        _LOADED[key] = _local_facts(_checkpoint_dir(name, path), path, weights, text)
         return _LOADED[key]
+    if form == "gguf":
+        if weights:
+            raise EvalError(f"{path}: $.weights: the model is a GGUF file already ({name}); $.weights replaces a registry model's")
+        weights = name
 
     try:
         gguf = Path(weights) if weights else _models.gguf_path(name, _cache_dir())
@@ -124,7 +126,7 @@ def model_facts(name, path="<experiment>", weights=None, text=None, cache=True):
         raise EvalError(f"{path}: {'$.text' if text else '$.model'}: {e}") from None
     folder = None
     if cache and gguf.is_file():
-        folder = _converted_dir(name, gguf) / f"facts-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
+        folder = _converted_dir(_cache_name(name), gguf) / f"facts-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
     if folder is not None and folder.is_dir():
         full_cfg = AutoConfig.from_pretrained(str(folder))
         ids = np.load(folder / "ids.npy")
@@ -149,9 +151,35 @@ def model_facts(name, path="<experiment>", weights=None, text=None, cache=True):
     return facts
 
 
-def _is_checkpoint(name):
-    """Whether a model name is a local checkpoint directory rather than a registry name."""
-    return name not in _models.MODELS and (Path(name) / "config.json").is_file()
+def _form(name, path="<experiment>"):
+    """What $.model names: 'registry', 'gguf' (a .gguf file), 'checkpoint' (a Hugging Face directory)
+    or 'id' (org/name, a model in the Hugging Face cache)."""
+    if name in _models.MODELS:
+        return "registry"
+    if name.endswith(".gguf") and Path(name).is_file():
+        return "gguf"
+    if (Path(name) / "config.json").is_file():
+        return "checkpoint"
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not Path(name).exists():
+        return "id"
+    raise EvalError(f"{path}: $.model: {name!r}; expected one of {', '.join(sorted(_models.MODELS))}, a Hugging Face checkpoint "
+                    "directory (config.json, safetensors or bin weights, tokenizer), a .gguf file or a model id (org/name) in the "
+                    "Hugging Face cache")
+
+
+def _checkpoint_dir(name, path="<experiment>"):
+    """The directory a checkpoint or model id is read from (a model id: its snapshot in the cache)."""
+    if _form(name, path) == "checkpoint":
+        return name
+    try:
+        return str(_models.resolve_model_id(name))
+    except _models.ModelError as e:
+        raise EvalError(f"{path}: $.model: {e}") from None
+
+
+def _cache_name(name):
+    """A registry name, or a GGUF file's stem: the converted cache's folder prefix."""
+    return name if name in _models.MODELS else _slug(Path(name).stem)
 
 
 def _local_facts(directory, path, weights, text):
@@ -187,8 +215,14 @@ def _model_identity(facts):
 
 
 def _title(name):
-    """The model's name in reports: the registry's title, or the checkpoint directory's."""
-    return _models.MODELS[name]["title"] if name in _models.MODELS else f"{Path(name).name} (checkpoint {name})"
+    """The model's name in reports: the registry's title, the GGUF file's or the checkpoint directory's
+    name, or the model id."""
+    form = _form(name)
+    if form == "registry":
+        return _models.MODELS[name]["title"]
+    if form == "gguf":
+        return f"{Path(name).stem} (GGUF {name})"
+    return f"{name} (Hugging Face cache)" if form == "id" else f"{Path(name).name} (checkpoint {name})"
 
 
 def _model(name, weights=None, cache=True):
@@ -200,20 +234,23 @@ def _model(name, weights=None, cache=True):
         from transformers import AttentionInterface, AutoModelForCausalLM
 
         AttentionInterface.register("qattn", _lab_attention)
-        if _is_checkpoint(name):
+        form = _form(name)
+        if form in ("checkpoint", "id"):
             try:
-                _, m, _ = _models.load_local(name)
+                _, m, _ = _models.load_local(_checkpoint_dir(name))
             except _models.ModelError as e:
                 raise EvalError(f"$.model: {e}") from None
             _LOADED[key] = m
             return m
+        if form == "gguf":
+            weights = name
         gguf = Path(weights) if weights else _models.gguf_path(name, _cache_dir())
-        folder = _converted_dir(name, gguf) / "model" if cache else None
+        folder = _converted_dir(_cache_name(name), gguf) / "model" if cache else None
         if folder is not None and folder.is_dir():
             m = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="sdpa")
             m.eval()
         else:
-            _, m, _ = _models.load_model(name, _cache_dir(), gguf=weights)
+            _, m, _ = _models.load_model(name if form == "registry" else None, _cache_dir(), gguf=weights)
             if folder is not None:
                 _publish(lambda tmp: m.save_pretrained(str(tmp)), folder)
         _LOADED[key] = m
@@ -242,7 +279,7 @@ class _Plan:
     """What computes attention in each layer during one forward pass."""
 
     def __init__(self, recipes, layers, backend, threads):
-        self.recipes = recipes  # {"global": line, "sliding": line} for the chosen layers
+        self.recipes = recipes  # a recipe's stored form (_model_experiment.line_for reads a layer's line)
         self.layers = layers    # set of layer indices, or None for all
         self.backend = backend
         self.threads = threads
@@ -274,7 +311,7 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
               sinks=None if sinks is None else sinks.detach().to(torch.float64).tolist(),
               chunk=_models.attention_chunk(_models.text_config(module), layer) if hasattr(module, "config") else 0)
     q, k, v = (x[0].detach() for x in (query, key, value))  # [H, N, d] float32 views (DLPack, any strides)
-    line = plan.recipes["sliding" if window else "global"] if plan.layers is None or layer in plan.layers else REFERENCE
+    line = _exp.line_for(plan.recipes, layer, window) if plan.layers is None or layer in plan.layers else REFERENCE
     t0 = time.perf_counter()
     if line == REFERENCE:
         out = _core.reference(q, k, v, **kw)["out"]
@@ -428,6 +465,13 @@ def validate(e, path="<experiment>"):
         for i, layer in enumerate(e["layers"]):
             if layer >= n_layers:
                 raise EvalError(f"{path}: $.layers[{i}]: {layer}; {title} has layers 0..{n_layers - 1}")
+    for name, r in e["recipes"].items():
+        where = f"{path}: $.recipes[{json.dumps(name)}]"
+        if "layer_list" in r and len(r["layer_list"]) != n_layers:
+            raise EvalError(f"{where}: {len(r['layer_list'])} recipes; a list gives one per layer and {title} has {n_layers}")
+        for layer in map(int, r.get("layer_map", {})):
+            if layer >= n_layers:
+                raise EvalError(f"{where}.{layer}: {title} has layers 0..{n_layers - 1}")
     if e["backend"] == "gpu":
         if not _core.gpu_available():
             raise EvalError(f"{path}: $.backend: 'gpu', but this qattn was built without GPU kernels; "
@@ -438,18 +482,18 @@ def validate(e, path="<experiment>"):
         d = getattr(cfg, "head_dim", None) or cfg.hidden_size // hq
         rng = np.random.default_rng(0)
         for name, r in e["recipes"].items():
-            for kind in sorted({kinds[i] for i in chosen}):
-                if r[kind] == REFERENCE:
+            for kind, line in sorted({(kinds[i], _exp.line_for(r, i, kinds[i] == "sliding")) for i in chosen}):
+                if line == REFERENCE:
                     continue
                 window = getattr(cfg, "sliding_window", 0) if kind == "sliding" else 0
                 for c in e["contexts"]:
                     q = rng.standard_normal((hq, c, d)).astype(np.float32)
                     kv = rng.standard_normal((hkv, c, d)).astype(np.float32)
-                    why = _core.gpu_not_covered(q, kv, kv, r[kind], causal=True, window=window, softmax_scale=d ** -0.5,
+                    why = _core.gpu_not_covered(q, kv, kv, line, causal=True, window=window, softmax_scale=d ** -0.5,
                                                 softcap=float(getattr(cfg, "attn_logit_softcapping", None) or 0.0),
                                                 sinks=[0.0] * hq if getattr(cfg, "model_type", "") == "gpt_oss" else None)
                     if why:
-                        raise EvalError(f"{path}: $.recipes[{json.dumps(name)}]: no GPU kernel runs it on the {kind} layers "
+                        raise EvalError(f"{path}: $.recipes[{json.dumps(name)}]: no GPU kernel runs {line!r} on the {kind} layers "
                                         f"at {c} tokens: {why}")
     return facts
 
@@ -581,7 +625,9 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
     provenance = {
         "model": _title(e["model"]),
         "weights": (f"the GGUF file {e['weights']}, given by the experiment" if e.get("weights") else
-                    _models.MODELS[e["model"]]["weights"] if e["model"] in _models.MODELS else f"the checkpoint directory {e['model']}"),
+                    _models.MODELS[e["model"]]["weights"] if e["model"] in _models.MODELS else
+                    f"the GGUF file {e['model']}, dequantized to float32" if facts["gguf"] else
+                    f"the checkpoint directory {facts['checkpoint']}"),
         **({"gguf_file": f"{facts['gguf'].name} (sha256 {_models.sha256_file(facts['gguf'])})"} if facts["gguf"] else
            {"config_sha256": _models.config_sha256(facts["checkpoint"])}),
         "model_identity": _model_identity(facts),
@@ -668,12 +714,22 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
 
 # ---- the report ----
 
+def _recipe_columns(recipes):
+    """The CSV's recipe_global and recipe_sliding: the lines, the model's own attention, or (a recipe per
+    layer) its description in both."""
+    if recipes is None:
+        return {"recipe_global": "sdpa float32", "recipe_sliding": "sdpa float32"}
+    if "global" in recipes:
+        return {"recipe_global": recipes["global"], "recipe_sliding": recipes["sliding"]}
+    return {"recipe_global": _exp.describe(recipes), "recipe_sliding": _exp.describe(recipes)}
+
+
 def _row(e, name, recipes, c, units, own):
     failed = [u[1]["failed"] for u in units if u[1]["failed"]]
     seconds = sum(u[1]["forward_seconds"] + u[1]["metrics_seconds"] for u in units)
     attention = sum(u[1]["attention_seconds"] for u in units)
     row = {"recipe": name, "context": c, "windows": len(units), "backend": e["backend"] if recipes else "model",
-           "recipe_global": recipes["global"] if recipes else "sdpa float32", "recipe_sliding": recipes["sliding"] if recipes else "sdpa float32",
+           **_recipe_columns(recipes),
            "seconds": round(seconds, 3), "attention_seconds": round(attention, 3)}
     if failed:
         row.update(failed=failed[0], positions=None, ppl=None, ppl_float64=None, ppl_model=None, dppl_vs_float64=None,
@@ -763,8 +819,7 @@ def _report(e, out, configs, provenance):
                          f"{_fmt(last and last['kl_mean'], '.2e')} ({last['start'] if last else '-'}+) | "
                          f"{r['seconds']:.0f} ({r['attention_seconds']:.0f}) |")
         lines.append("")
-    lines += ["Recipes:", ""] + [f"- {n}: {r['global'] if r['global'] == r['sliding'] else 'global ' + r['global'] + '; sliding ' + r['sliding']}"
-                                 for n, r in e["recipes"].items()] + [""]
+    lines += ["Recipes:", ""] + [f"- {n}: {_exp.describe(r)}" for n, r in e["recipes"].items()] + [""]
     _atomic_write(out / "summary.md", "\n".join(lines))
     return rows
 

@@ -258,3 +258,63 @@ def test_a_checkpoint_directory_with_a_soft_cap(tmp_path):
     assert {r["recipe"] for r in me.run(exp, quiet=True, force=True)} == set(rows)
     with pytest.raises(me.EvalError, match=r"\$\.weights: a GGUF file replaces a registry model's weights"):
         me.validate({**exp, "weights": "x.gguf"}, "exp.json")
+
+
+def _tiny(tmp_path, model_type="llama", extra=None):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datasets"))
+    from tiny_checkpoints import checkpoint, tokenizer_for
+
+    text, _ = me._models.prose_text()
+    return checkpoint(model_type, extra or {}, tmp_path / model_type, tokenizer_for(text[:20000]))
+
+
+def test_a_recipe_per_layer(tmp_path):
+    """A list (one line per layer) and a map (layer index -> line, the rest the float64 reference) give
+    the same rows as the recipe on the one layer named by $.layers; another layer gives other rows."""
+    ckpt = _tiny(tmp_path)
+    base = {"name": "per layer", "model": str(ckpt), "contexts": [64], "model_attention": False}
+    rows = {r["recipe"]: r for r in me.run({**base, "output": str(tmp_path / "a"), "recipes": {
+        "list": [P_E4M3, "reference"], "map": {"0": P_E4M3}, "other layer": {"1": P_E4M3}}}, quiet=True)}
+    one = {r["recipe"]: r for r in me.run({**base, "output": str(tmp_path / "b"), "layers": [0], "recipes": {"e4m3 P": P_E4M3}},
+                                          quiet=True)}
+    want = one["e4m3 P"]["kl_mean"]
+    assert want > 0 and rows["list"]["kl_mean"] == want and rows["map"]["kl_mean"] == want  # the same computation, bit for bit
+    assert rows["other layer"]["kl_mean"] not in (0.0, want)
+    assert rows["map"]["recipe_global"] == f"per layer: 0: {str(qattn.Recipe(P_E4M3))}; the others: reference"
+    summary = (tmp_path / "a" / "summary.md").read_text()
+    assert f"- list: per layer: 0: {str(qattn.Recipe(P_E4M3))}; 1: reference" in summary
+    with pytest.raises(me.EvalError, match=r'\$\.recipes\["list"\]: 3 recipes; a list gives one per layer and .* has 2'):
+        me.validate(me._exp.parse({**base, "output": "x", "recipes": {"list": [FP32] * 3}}), "exp.json")
+    with pytest.raises(me.EvalError, match=r'\$\.recipes\["map"\]\.7: .* has layers 0\.\.1'):
+        me.validate(me._exp.parse({**base, "output": "x", "recipes": {"map": {"7": FP32}}}), "exp.json")
+    with pytest.raises(qattn.model_eval.ExperimentError, match=r"\$\.recipes\[\"map\"\]\.0: recipe string: token 'q=int9'"):
+        me._exp.parse({**base, "output": "x", "recipes": {"map": {"0": "q=int9"}}}, "exp.json")
+
+
+def test_a_model_id_from_the_cache_and_a_gguf_file(tmp_path, monkeypatch, smollm2):
+    """$.model as a model id (org/name, read from the Hugging Face cache in offline mode) gives the rows
+    of its checkpoint directory; as a .gguf file, the rows of the registry model that carries it."""
+    from huggingface_hub import constants
+
+    ckpt = _tiny(tmp_path)
+    rev = "1" * 40
+    snap = tmp_path / "hub" / "models--lab--tiny" / "snapshots" / rev
+    snap.mkdir(parents=True)
+    for f in ckpt.iterdir():
+        (snap / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "hub" / "models--lab--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--lab--tiny" / "refs" / "main").write_text(rev)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    exp = {"name": "id", "contexts": [64], "recipes": {"e4m3 P": P_E4M3}, "model_attention": False}
+    by_id = me.run({**exp, "model": "lab/tiny", "output": str(tmp_path / "id")}, quiet=True)
+    by_dir = me.run({**exp, "model": str(ckpt), "output": str(tmp_path / "dir")}, quiet=True)
+    assert [r["kl_mean"] for r in by_id] == [r["kl_mean"] for r in by_dir] and by_id[-1]["kl_mean"] > 0
+    assert json.loads((tmp_path / "id" / "config.json").read_text())["provenance"]["model"] == "lab/tiny (Hugging Face cache)"
+    with pytest.raises(me.EvalError, match=r"\$\.model: --model lab/absent: not in the Hugging Face cache"):
+        me.validate(me._exp.parse({**exp, "model": "lab/absent", "output": "x"}), "exp.json")
+    gguf = str(me._models.gguf_path("smollm2", me._cache_dir()))
+    by_file = me.run({**exp, "model": gguf, "output": str(tmp_path / "gguf")}, quiet=True)
+    by_name = me.run({**exp, "model": "smollm2", "output": str(tmp_path / "name")}, quiet=True)
+    assert [r["kl_mean"] for r in by_file] == [r["kl_mean"] for r in by_name]
+    assert json.loads((tmp_path / "gguf" / "config.json").read_text())["provenance"]["model"].startswith("SmolLM2-135M-Instruct.Q4_1 (GGUF ")
