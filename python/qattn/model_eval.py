@@ -225,10 +225,17 @@ def _title(name):
     return f"{name} (Hugging Face cache)" if form == "id" else f"{Path(name).name} (checkpoint {name})"
 
 
-def _model(name, weights=None, cache=True):
-    """The model in float32, eval mode, with the lab's attention registered. `cache`: as for
-    model_facts (the converted weights, written with save_pretrained, read back bit for bit)."""
-    key = ("model", name, weights, cache)
+def _model(name, weights=None, cache=True, precision="float32"):
+    """The model in float32 (or converted to float64), eval mode, with the lab's attention registered.
+    `cache`: as for model_facts (the converted weights, written with save_pretrained, read back bit for bit)."""
+    key = ("model", name, weights, cache, precision)
+    if precision == "float64" and key not in _LOADED:
+        import copy
+
+        import torch
+
+        # A copy: Module.to converts in place, and the float32 model stays loaded for other runs.
+        _LOADED[key] = copy.deepcopy(_model(name, weights, cache)).to(dtype=torch.float64)
     if key not in _LOADED:
         import torch
         from transformers import AttentionInterface, AutoModelForCausalLM
@@ -280,6 +287,7 @@ class _Plan:
 
     def __init__(self, recipes, layers, backend, threads):
         self.recipes = recipes  # a recipe's stored form (_model_experiment.line_for reads a layer's line)
+        self.perturb = bool(recipes.get("perturb"))  # the noise floor's pass: Q, K, V moved by about an ulp
         self.layers = layers    # set of layer indices, or None for all
         self.backend = backend
         self.threads = threads
@@ -311,6 +319,8 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
               sinks=None if sinks is None else sinks.detach().to(torch.float64).tolist(),
               chunk=_models.attention_chunk(_models.text_config(module), layer) if hasattr(module, "config") else 0)
     q, k, v = (x[0].detach() for x in (query, key, value))  # [H, N, d] float32 views (DLPack, any strides)
+    if query.dtype != torch.float32 or plan.perturb:
+        q, k, v = (_lab_input(x, (layer, which) if plan.perturb else None) for which, x in enumerate((q, k, v)))
     line = _exp.line_for(plan.recipes, layer, window) if plan.layers is None or layer in plan.layers else REFERENCE
     t0 = time.perf_counter()
     if line == REFERENCE:
@@ -324,8 +334,26 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
         raise _UndefinedOutput(f"layer {layer}: the recipe's attention output [head {bad[0]}, row {bad[1]}] is not defined "
                                f"(every P of the row rounded to zero, or an overflow)")
-    o = torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32)).transpose(0, 1).unsqueeze(0)
-    return o, None
+    o = torch.from_numpy(np.ascontiguousarray(out, dtype=np.float64 if query.dtype == torch.float64 else np.float32))
+    return o.transpose(0, 1).unsqueeze(0), None
+
+
+# The noise floor's perturbation: each element of Q, K and V times (1 + u 2^-23), u uniform in [-1, 1],
+# rounded to float32: about one float32 ulp, the size of the differences another CPU's summation
+# order leaves in the tensors reaching attention (a 576-term float32 dot product in another order
+# moves by a few ulps at most).
+PERTURB_SCALE = 2.0 ** -23
+
+
+def _lab_input(x, perturb):
+    """A tensor as the lab's attention takes it: float32 (a float64 model's Q, K, V rounded, as a kernel
+    receives them), perturbed by about an ulp for the noise floor's pass (perturb: (layer, 0/1/2 for
+    Q/K/V), the perturbation's seed)."""
+    a = x.double().numpy()
+    if perturb is not None:
+        u = np.random.default_rng([20261207, *perturb]).uniform(-1.0, 1.0, a.shape)
+        a = a * (1.0 + PERTURB_SCALE * u)
+    return np.ascontiguousarray(a, dtype=np.float32)
 
 
 def _forward_kept(model, ids, plan, path):
@@ -499,9 +527,15 @@ def validate(e, path="<experiment>"):
 
 
 def _configs(e):
-    """(name, recipes-by-kind or None for the model's own attention) in evaluation order."""
+    """(name, recipe's stored form or None for the model's own attention) in evaluation order; with
+    $.noise_floor each recipe's perturbed pass follows it."""
     ref = {kind: REFERENCE for kind in _exp.KINDS}
-    return [(BASELINE, ref)] + ([(OWN, None)] if e.get("model_attention", True) else []) + list(e["recipes"].items())
+    configs = [(BASELINE, ref)] + ([(OWN, None)] if e.get("model_attention", True) else [])
+    for name, recipe in e["recipes"].items():
+        configs.append((name, recipe))
+        if e.get("noise_floor"):
+            configs.append((name + _exp.PERTURBED, {**recipe, "perturb": True}))
+    return configs
 
 
 class _Ranks:
@@ -667,7 +701,7 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
             if not pending:
                 continue
             if model is None:
-                model = _model(e["model"], e.get("weights"))
+                model = _model(e["model"], e.get("weights"), precision=e.get("precision", "float32"))
             info0 = {"context": c, "window": w, "tokens_sha256": hashlib.sha256(np.asarray(ids).tobytes()).hexdigest()}
             # Forward passes first, each kept on disk until the window's metrics are written, so
             # an interruption loses at most the pass under way.
@@ -785,10 +819,13 @@ def _report(e, out, configs, provenance):
                   for name, _ in configs}
         for name, recipes in configs:
             rows.append(_row(e, name, recipes, c, loaded[name], loaded.get(OWN)))
+    noise = bool(e.get("noise_floor"))
+    if noise:
+        rows = _with_noise(e, rows)
     _atomic_write(out / "results.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     cols = ["recipe", "context", "windows", "positions", "backend", "ppl", "ppl_float64", "ppl_model", "dppl_vs_float64",
             "dppl_vs_float64_pct", "dppl_vs_model", "kl_mean", "kl_p99", "top1_agree", "seconds", "attention_seconds", "failed",
-            "recipe_global", "recipe_sliding"]
+            "recipe_global", "recipe_sliding"] + (["noise_dppl_pct", "noise_kl_mean"] if noise else [])
     _write_csv(out / "results.csv", cols, [["" if r[k] is None else r[k] for k in cols] for r in rows])
     # Figure data: KL and NLL change by position bucket; perplexity change against context.
     _write_csv(out / "figures" / "kl_by_position.csv",
@@ -805,8 +842,9 @@ def _report(e, out, configs, provenance):
              "PPL over every evaluated position; KL(P_float64 || P) per next-token distribution.", ""]
     for c in e["contexts"]:
         lines += [f"## context {c}", "",
-                  "| recipe | PPL | vs float64 | % | vs model | KL mean | KL p99 | top-1 agree | KL last bucket | time s (attention) |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| recipe | PPL | vs float64 | % | vs model | KL mean | KL p99 | top-1 agree | KL last bucket | time s (attention) |"
+                  + (" noise: % / KL |" if noise else ""),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if noise else "")]
         for r in rows:
             if r["context"] != c:
                 continue
@@ -817,11 +855,45 @@ def _report(e, out, configs, provenance):
             lines.append(f"| {r['recipe']} | {r['ppl']:.4f} | {r['dppl_vs_float64']:+.4f} | {r['dppl_vs_float64_pct']:+.2f} | "
                          f"{_fmt(r['dppl_vs_model'], '+.4f')} | {r['kl_mean']:.2e} | {r['kl_p99']:.2e} | {r['top1_agree']:.4f} | "
                          f"{_fmt(last and last['kl_mean'], '.2e')} ({last['start'] if last else '-'}+) | "
-                         f"{r['seconds']:.0f} ({r['attention_seconds']:.0f}) |")
+                         f"{r['seconds']:.0f} ({r['attention_seconds']:.0f}) |"
+                         + (f" {_fmt(r['noise_dppl_pct'], '.2f')} / {_fmt(r['noise_kl_mean'], '.1e')} |" if noise else ""))
         lines.append("")
+        if noise:
+            lines += [_ties(e, [r for r in rows if r["context"] == c]), ""]
     lines += ["Recipes:", ""] + [f"- {n}: {_exp.describe(r)}" for n, r in e["recipes"].items()] + [""]
     _atomic_write(out / "summary.md", "\n".join(lines))
     return rows
+
+
+def _with_noise(e, rows):
+    """Each recipe's row with its noise floor (the perturbed pass's distance from it, in PPL % and KL),
+    and without the perturbed rows themselves."""
+    twins = {(r["recipe"][: -len(_exp.PERTURBED)], r["context"]): r for r in rows if r["recipe"].endswith(_exp.PERTURBED)}
+    kept = []
+    for r in rows:
+        if r["recipe"].endswith(_exp.PERTURBED):
+            continue
+        t = twins.get((r["recipe"], r["context"]))
+        ok = t is not None and not t["failed"] and not r["failed"]
+        r["noise_dppl_pct"] = abs(t["dppl_vs_float64_pct"] - r["dppl_vs_float64_pct"]) if ok else None
+        r["noise_kl_mean"] = abs(t["kl_mean"] - r["kl_mean"]) if ok else None
+        kept.append(r)
+    return kept
+
+
+def _ties(e, rows):
+    """The summary's line on which recipes the noise floor cannot order: two recipes whose PPL changes
+    (or mean KLs) differ by no more than their noises together are not ranked by that measure."""
+    ranked = [r for r in rows if r["recipe"] in e["recipes"] and r["noise_dppl_pct"] is not None]
+
+    def ties(key, noise):
+        pairs = [f"{a['recipe']} ~ {b['recipe']}" for i, a in enumerate(ranked) for b in ranked[i + 1:]
+                 if abs(a[key] - b[key]) <= a[noise] + b[noise]]
+        return "; ".join(pairs) if pairs else "none"
+
+    return ("Noise floor: each recipe's pass repeated with Q, K and V moved by about one float32 ulp (one sample: an estimate, "
+            f"not a bound). Not ranked against each other by PPL, their changes within their noises: {ties('dppl_vs_float64_pct', 'noise_dppl_pct')}. "
+            f"By mean KL: {ties('kl_mean', 'noise_kl_mean')}.")
 
 
 def _figures(out, rows, model):
