@@ -361,6 +361,8 @@ class RowEmulator {
 
   struct Split {
     float m = kNegInf, l = 0, lp = 0;  // lp: sum of the P that multiplies V (for V smoothing)
+    float m_pre = kNegInf;             // expform=fa: the running max of the raw (pre-scale) logits
+    float lane_l[4] = {0, 0, 0, 0};    // rowsum=lanes: the four partial sums of l
     std::vector<float> o;
   };
   struct Row {
@@ -405,10 +407,27 @@ class RowEmulator {
   // ALiBi as FlashAttention-2 adds it: to the raw score, the slope held as fp32(slope / scale) and
   // times the distance |i - j| in fp32, before the exp2 scale (its causal kernels add slope * j
   // instead, equal up to a row constant but rounded differently: not modelled).
-  float logit2(float raw, int h, int i, int j) const {
+  float logit2(float raw, int h, int i, int j) const { return logit_pre(raw, h, i, j) * exp2_scale(); }
+  // The logit before the exp2 scale (the raw score, less ALiBi's distance term, or its tanh when
+  // soft-capped), and that scale: logit2 is their fp32 product.
+  float logit_pre(float raw, int h, int i, int j) const {
     if (!alibi_raw_.empty()) raw -= alibi_raw_[static_cast<std::size_t>(h)] * static_cast<float>(std::abs(i - j));
-    if (cap_in_ == 0.0f) return raw * c_;
-    return static_cast<float>(std::tanh(static_cast<double>(raw * cap_in_))) * cap_out_;
+    if (cap_in_ == 0.0f) return raw;
+    return static_cast<float>(std::tanh(static_cast<double>(raw * cap_in_)));
+  }
+  float exp2_scale() const { return cap_in_ == 0.0f ? c_ : cap_out_; }
+
+  // l's update by one tile's values (rowsum=sequential: their sum, key by key, added into the
+  // rescaled l; lanes: each key onto its lane's rescaled partial, the lanes combined in finish()).
+  void add_to_l(Split& sp, float alpha, const float* values, int count) const {
+    if (r_.row_sum == RowSum::lanes) {
+      for (float& x : sp.lane_l) x *= alpha;
+      for (int jj = 0; jj < count; ++jj) sp.lane_l[(jj % 8) / 2] += values[jj];
+      return;
+    }
+    float sum = 0;
+    for (int jj = 0; jj < count; ++jj) sum += values[jj];
+    sp.l = alpha * sp.l + sum;
   }
 
   // Key tile t for this row (nothing if outside its visible tiles).
@@ -425,31 +444,46 @@ class RowEmulator {
     float tile_max = kNegInf;
     // A row's visible keys form one interval: checking the tile's ends decides the whole tile.
     const bool all_visible = p_.visible(row.i, j0) && p_.visible(row.i, j1 - 1);
+    // s_: the logits in exp2 units (expform=fa: before the exp2 scale, as FlashAttention keeps them).
+    const bool fa = r_.exp_form == ExpForm::fa;
+    const auto logit = [&](float raw, int j) { return fa ? logit_pre(raw, row.h, row.i, j) : logit2(raw, row.h, row.i, j); };
     if (all_visible && scorer_.fp32_tiles()) {
       scorer_.score_tile_fp32(row.h, kh, row.i, j0, w, s_.data());
       for (int jj = 0; jj < w; ++jj) {
-        s_[jj] = logit2(s_[jj], row.h, row.i, j0 + jj);
+        s_[jj] = logit(s_[jj], j0 + jj);
         tile_max = std::max(tile_max, s_[jj]);
       }
     } else {
       for (int jj = 0; jj < w; ++jj) {
         const int j = j0 + jj;
-        s_[jj] = all_visible || p_.visible(row.i, j) ? logit2(scorer_.score(row.h, kh, row.i, j, terms_, exps_), row.h, row.i, j) : kNegInf;
+        s_[jj] = all_visible || p_.visible(row.i, j) ? logit(scorer_.score(row.h, kh, row.i, j, terms_, exps_), j) : kNegInf;
         tile_max = std::max(tile_max, s_[jj]);
       }
     }
     for (int jj = w; jj < wt; ++jj) tile_max = std::max(tile_max, 0.0f);
-    float m_new = std::max(sp.m, tile_max);
-    // Lazy rescale (FlashAttention-4): keep the old max while it grew by at most tau.
-    if (r_.lazy_rescale_tau > 0 && sp.m != kNegInf && m_new - sp.m <= static_cast<float>(r_.lazy_rescale_tau)) m_new = sp.m;
-    if (m_new == kNegInf) return;  // nothing visible yet
-    const float alpha = sp.m == kNegInf ? 0.0f : exp2_rn(sp.m - m_new);
-    float row_sum = 0, pq_sum = 0;
+    const float c2 = exp2_scale();
+    float m_new, alpha;
+    if (fa) {  // max on raw logits; exp2(fma(s, c, -fp32(m c))); alpha from the raw maxes' difference
+      const float m_pre = std::max(sp.m_pre, tile_max);
+      if (m_pre == kNegInf) return;
+      m_new = m_pre * c2;
+      alpha = sp.m_pre == kNegInf ? 0.0f : exp2_rn((sp.m_pre - m_pre) * c2);
+      sp.m_pre = m_pre;
+    } else {
+      m_new = std::max(sp.m, tile_max);
+      // Lazy rescale (FlashAttention-4): keep the old max while it grew by at most tau.
+      if (r_.lazy_rescale_tau > 0 && sp.m != kNegInf && m_new - sp.m <= static_cast<float>(r_.lazy_rescale_tau)) m_new = sp.m;
+      if (m_new == kNegInf) return;  // nothing visible yet
+      alpha = sp.m == kNegInf ? 0.0f : exp2_rn(sp.m - m_new);
+    }
+    const auto p_of = [&](float s) { return s == kNegInf ? 0.0f : exp2_rn(fa ? std::fma(s, c2, -m_new) : s - m_new); };
+    float pq_sum = 0;
+    l_terms_.resize(wt);
     for (int jj = 0; jj < w; ++jj) {
-      const float pv_float = s_[jj] == kNegInf ? 0.0f : exp2_rn(s_[jj] - m_new);
+      const float pv_float = p_of(s_[jj]);
       // P quantized against the running max with the static multiplier: value in the code domain.
       pq_[jj] = rounder_ ? rounder_->round(pv_float * p_mult_) : static_cast<float>(decode(pf_, quantize(pf_, pv_float, p_mult_)));
-      row_sum += r_.denominator == Denominator::quantized_p ? pq_[jj] : pv_float;
+      l_terms_[jj] = r_.denominator == Denominator::quantized_p ? pq_[jj] : pv_float;
       pq_sum += pq_[jj];
       if (row.want_weights) {
         row.m_at_key[j0 + jj] = m_new;
@@ -458,11 +492,11 @@ class RowEmulator {
       }
     }
     for (int jj = w; jj < wt; ++jj) {  // padded keys: P of a zero score; V = 0, so only l sees them
-      const float pv_float = exp2_rn(0.0f - m_new);
+      const float pv_float = p_of(0.0f);
       const float pq = rounder_ ? rounder_->round(pv_float * p_mult_) : static_cast<float>(decode(pf_, quantize(pf_, pv_float, p_mult_)));
-      row_sum += r_.denominator == Denominator::quantized_p ? pq : pv_float;
+      l_terms_[jj] = r_.denominator == Denominator::quantized_p ? pq : pv_float;
     }
-    sp.l = alpha * sp.l + row_sum;
+    add_to_l(sp, alpha, l_terms_.data(), wt);
     sp.lp = alpha * sp.lp + pq_sum;
     std::vector<float>& o = sp.o;
     for (int cc = 0; cc < d; ++cc) o[cc] *= alpha;
@@ -548,7 +582,9 @@ class RowEmulator {
     for (std::size_t k = 0; k < row.splits.size(); ++k) {
       const Split& sp = row.splits[k];
       f[k] = sp.m == kNegInf ? 0.0f : exp2_rn(sp.m - M);
-      L += f[k] * sp.l;
+      // rowsum=lanes: the quad's butterfly (shuffles by lane xor 2, then xor 1).
+      const float l = r_.row_sum == RowSum::lanes ? (sp.lane_l[0] + sp.lane_l[2]) + (sp.lane_l[1] + sp.lane_l[3]) : sp.l;
+      L += f[k] * l;
       LP += f[k] * sp.lp;
       for (int cc = 0; cc < d; ++cc) out.o[cc] += f[k] * sp.o[cc];
     }
@@ -564,7 +600,12 @@ class RowEmulator {
       const float* mu = &pr_.v_means[static_cast<std::size_t>(kh) * d];
       for (int cc = 0; cc < d; ++cc) out.o[cc] += mu[cc] * LP;  // mean * sum(P), in the same scaled domain
     }
-    for (int cc = 0; cc < d; ++cc) out.o[cc] /= denom;
+    if (r_.norm == Norm::rcp) {
+      const float inv = 1.0f / denom;
+      for (int cc = 0; cc < d; ++cc) out.o[cc] *= inv;
+    } else {
+      for (int cc = 0; cc < d; ++cc) out.o[cc] /= denom;
+    }
     if (row.want_weights) {
       out.weights = std::move(row.weights);
       for (int j = 0; j < n; ++j) {
@@ -588,7 +629,7 @@ class RowEmulator {
   std::vector<float> alibi_raw_;  // ALiBi's slopes over the softmax scale, fp32 (one per query head)
   std::vector<double> terms_;
   std::vector<int> exps_;
-  std::vector<float> s_, pq_;
+  std::vector<float> s_, pq_, l_terms_;
 };
 
 // A block of query rows of one head, key tile by key tile.

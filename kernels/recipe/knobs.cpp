@@ -55,6 +55,9 @@ constexpr std::pair<const char*, bool> kQkScale[] = {{"joint", false}, {"sequent
 constexpr std::pair<const char*, bool> kPad[] = {{"none", false}, {"zero", true}};
 constexpr std::pair<const char*, bool> kKZero[] = {{"codes", false}, {"qsum", true}};
 constexpr std::pair<const char*, bool> kOrder[] = {{"forward", false}, {"reverse", true}};
+constexpr std::pair<const char*, ExpForm> kExpForm[] = {{"lab", ExpForm::lab}, {"fa", ExpForm::fa}};
+constexpr std::pair<const char*, RowSum> kRowSum[] = {{"sequential", RowSum::sequential}, {"lanes", RowSum::lanes}};
+constexpr std::pair<const char*, Norm> kNorm[] = {{"div", Norm::div}, {"rcp", Norm::rcp}};
 
 bool is_qflash(const Recipe& r) { return r.softmax == SoftmaxKind::qflash_integer; }
 
@@ -236,6 +239,15 @@ const RecipeKnob kKnobs[] = {
     {"out", [](Recipe& r, const std::string& v, const std::string& w) { r.out = parse_format(v, w); },
      [](const Recipe& r) { return std::string(name_of(r.out)); }, [](const Recipe& r) { return r.out != FormatId::fp32; }, QATTN_RESET(out),
      [](const Recipe&) { return Values{"fp32", "fp16", "bf16"}; }, 18, "out=bf16", kHostQuantized},
+    // The float softmax's vendor math (recipe.hpp): written only when moved, so earlier recipes print as before.
+    {"expform", QATTN_ENUM(exp_form, kExpForm), [](const Recipe& r) { return r.exp_form != ExpForm::lab; }, QATTN_RESET(exp_form),
+     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online && r.lazy_rescale_tau == 0 ? Values{"lab", "fa"} : Values{}; }, 19,
+     "expform=fa", kNoFamily},
+    {"rowsum", QATTN_ENUM(row_sum, kRowSum), [](const Recipe& r) { return r.row_sum != RowSum::sequential; }, QATTN_RESET(row_sum),
+     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"sequential", "lanes"} : Values{}; }, 20, "rowsum=lanes",
+     kNoFamily},
+    {"norm", QATTN_ENUM(norm, kNorm), [](const Recipe& r) { return r.norm != Norm::div; }, QATTN_RESET(norm),
+     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"div", "rcp"} : Values{}; }, 21, "norm=rcp", kNoFamily},
 };
 #undef QATTN_ENUM
 #undef QATTN_RESET

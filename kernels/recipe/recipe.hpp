@@ -44,6 +44,28 @@ enum class Denominator : std::uint8_t {
 
 enum class Rounding : std::uint8_t { nearest_even, toward_zero };
 
+// The arithmetic of the float softmax's exp2 arguments (the vendor math under FlashAttention's
+// kernels, read from its softmax: the running max kept on raw scores, the exp2 argument a fused
+// multiply-add, the rescale factor from the raw maxes' difference times the scale).
+enum class ExpForm : std::uint8_t {
+  lab,  // p = exp2(fp32(s c) - m), alpha = exp2(m_old - m_new): every product and difference rounded
+  fa,   // p = exp2(fma(s, c, -fp32(m c))), alpha = exp2(fp32(fp32(m_old - m_new) c)), m on raw scores
+};
+
+// How the softmax's denominator l is summed across the keys of a row.
+enum class RowSum : std::uint8_t {
+  sequential,  // key after key, a tile's sum added into the rescaled l
+  lanes,       // four partial sums, lane k taking the columns 8b + 2k and 8b + 2k + 1 of each tile in order
+               // (an m16n8 / wgmma accumulator's quad), each rescaled and added onto key by key, then
+               // combined by a butterfly at the end: (l0 + l2) + (l1 + l3)
+};
+
+// The final normalization O / l.
+enum class Norm : std::uint8_t {
+  div,  // O / l, correctly rounded
+  rcp,  // O x fp32(1 / l): one reciprocal, then a multiply (FlashAttention's epilogue)
+};
+
 // A matrix unit's accumulation, parameterized as hardware behaves.
 struct Accumulator {
   enum class Kind : std::uint8_t {
@@ -145,6 +167,9 @@ struct Recipe {
   // them: P is rounded against the running max, so the order changes which max each tile sees.
   bool reverse_key_tiles = false;
   FormatId out = FormatId::fp32;  // the output as the kernel stores it: fp32, or rounded to fp16 / bf16
+  ExpForm exp_form = ExpForm::lab;
+  RowSum row_sum = RowSum::sequential;
+  Norm norm = Norm::div;
   // Field by field: knobs.cpp's coverage whitelist finds a field no knob owns by comparing with Recipe{}.
   bool operator==(const Recipe&) const = default;
 };

@@ -9,6 +9,7 @@
 #include "kernels/emulate/emulator.hpp"
 #include "kernels/numerics/qflash.hpp"
 #include "kernels/formats/codec.hpp"
+#include "kernels/formats/exp2.hpp"
 #include "kernels/formats/numeric_failure.hpp"
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
@@ -1053,4 +1054,66 @@ TEST_CASE("ALiBi in the float softmax: the hand-worked row, the reference, refus
   CHECK(variant_not_modelled(r, qflash).find("adds ALiBi slopes, which recipe softmax=qflash does not model") != std::string::npos);
   r.softcap = 20;
   CHECK(variant_not_modelled(r, fp32_recipe()).find("both soft-caps and adds ALiBi slopes") != std::string::npos);
+}
+
+TEST_CASE("vendor math of the float softmax on hand-worked rows: expform=fa, rowsum=lanes, norm=rcp", "[emulate][vendor]") {
+  const float c = 1.0f * 1.44269504088896340736f;  // the exp2 scale at softmax scale 1 (fp32, as the emulator holds it)
+  const auto run = [](const Problem& p, ExpForm e, RowSum sum, Norm norm, int block_k = 64) {
+    Recipe r = fp32_recipe();
+    r.exp_form = e;
+    r.row_sum = sum;
+    r.norm = norm;
+    r.tiles.block_k = block_k;
+    return emulate(p, r).out.data[0];
+  };
+  constexpr ExpForm lab = ExpForm::lab, fa = ExpForm::fa;
+  constexpr RowSum seq = RowSum::sequential;
+
+  // expform=fa, P: scores 8 (the max) and 5.3, V = 0 and 1: out = p1 / (1 + p1). The exp2 argument is
+  // fp32(5.3 c) - fp32(8 c) in the lab's form and fma(5.3, c, -fp32(8 c)) in FlashAttention's: near
+  // -3.9 their one-ulp difference survives exp2 (at -0.14 it would not).
+  const float m8 = 8.0f * c;
+  const Problem two = hand_problem(2, 1, {1.0f, 1.0f}, {8.0f, 5.3f}, {0.0f, 1.0f}, 1);
+  const float p_lab = exp2_rn(5.3f * c - m8), p_fa = exp2_rn(std::fma(5.3f, c, -m8));
+  REQUIRE(p_lab != p_fa);
+  CHECK(run(two, lab, seq, Norm::div) == p_lab / (1.0f + p_lab));
+  CHECK(run(two, fa, seq, Norm::div) == p_fa / (1.0f + p_fa));
+
+  // expform=fa, alpha: one key a tile, scores 5.3 then 8 (a new max), V = 1 and 0: out = alpha p0 /
+  // (alpha p0 + 1). FlashAttention rescales by exp2(fp32(5.3 - 8) c) from the raw maxes, and its p0
+  // is exp2 of the residual fma(5.3, c, -fp32(5.3 c)); the lab's alpha is exp2(fp32(5.3 c) - fp32(8 c)), p0 = 1.
+  const Problem rescaled = hand_problem(2, 1, {1.0f, 1.0f}, {5.3f, 8.0f}, {1.0f, 0.0f}, 1);
+  const float a_lab = exp2_rn(5.3f * c - m8), a_fa = exp2_rn((5.3f - 8.0f) * c), p0_fa = exp2_rn(std::fma(5.3f, c, -(5.3f * c)));
+  REQUIRE(a_lab != a_fa);
+  CHECK(run(rescaled, lab, seq, Norm::div, 1) == (1.0f * a_lab) / (a_lab * 1.0f + 1.0f));
+  CHECK(run(rescaled, fa, seq, Norm::div, 1) == (p0_fa * a_fa) / (a_fa * p0_fa + 1.0f));
+
+  // rowsum=lanes: scores 0 then seven of -24 in exp2 units (softmax scale ln 2 makes the exp2 scale
+  // exactly 1), V = 1: P = 1 and seven 2^-24, each lost when added to 1 one after another, so l = O = 1
+  // and out = 1. In lanes, key 1 falls on 1 in lane 0, but keys 2-7 sum to 2^-23 in each of lanes 1-3:
+  // l = (1 + 2^-23) + (2^-23 + 2^-23), O stays 1.
+  Problem lanes = hand_problem(8, 1, std::vector<float>(8, 1.0f), {0, -24, -24, -24, -24, -24, -24, -24}, std::vector<float>(8, 1.0f), 7);
+  lanes.softmax_scale = std::log(2.0);
+  REQUIRE(static_cast<float>(lanes.scale()) * 1.44269504088896340736f == 1.0f);
+  CHECK(run(lanes, lab, seq, Norm::div) == 1.0f);
+  const float l_lanes = (1.0f + 0x1p-23f) + (0x1p-23f + 0x1p-23f);
+  REQUIRE(l_lanes == 1.0f + 3 * 0x1p-23f);
+  CHECK(run(lanes, lab, RowSum::lanes, Norm::div) == 1.0f / l_lanes);
+
+  // norm=rcp: three keys of score 0 and V = 2, 2, 1: O = 5, l = 3. 5 / 3 rounds down to
+  // 1.66666663; 5 x fp32(1/3) rounds up to 1.66666675.
+  const Problem thirds = hand_problem(3, 1, {0.0f, 0.0f, 0.0f}, {1.0f, 1.0f, 1.0f}, {2.0f, 2.0f, 1.0f}, 2);
+  REQUIRE(5.0f / 3.0f != 5.0f * (1.0f / 3.0f));
+  CHECK(run(thirds, lab, seq, Norm::div) == 5.0f / 3.0f);
+  CHECK(run(thirds, lab, seq, Norm::rcp) == 5.0f * (1.0f / 3.0f));
+
+  // Float-softmax choices: refused with an integer softmax, and fa with a lazy rescale.
+  Recipe integer = int8_integer_softmax_recipe();
+  integer.softmax = SoftmaxKind::qflash_integer;
+  integer.norm = Norm::rcp;
+  CHECK(error_text([&] { validate(integer); }).find("expform/rowsum/norm") != std::string::npos);
+  Recipe lazy = fp32_recipe();
+  lazy.exp_form = ExpForm::fa;
+  lazy.lazy_rescale_tau = 2;
+  CHECK(error_text([&] { validate(lazy); }).find("recipe field 'expform'") != std::string::npos);
 }
