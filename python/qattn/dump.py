@@ -280,7 +280,6 @@ def main(argv=None):
     for layer in layers:
         if not 0 <= layer < n_layers:
             die(f"--layers: layer {layer} is outside 0..{n_layers - 1} of {provenance['model']}")
-    no_rope = getattr(cfg, "no_rope_layers", None)  # per layer: 1 applies RoPE, 0 leaves it out
     max_ctx = getattr(cfg, "max_position_embeddings", None)
     if max_ctx and args.tokens > max_ctx:
         die(f"--tokens {args.tokens} exceeds the model's context {max_ctx}")
@@ -299,7 +298,7 @@ def main(argv=None):
     try:
         with h5py.File(tmp, "w") as f:
             sink = LayerSink(f, args, rows, n_layers, layers)
-            t_forward = forward(model, cfg, ids, layers, no_rope, sink, torch, sdpa_attention_forward, ALL_ATTENTION_FUNCTIONS)
+            t_forward = forward(model, cfg, ids, layers, sink, torch, sdpa_attention_forward, ALL_ATTENTION_FUNCTIONS)
             missing = [l for l in layers if l not in sink.checks]
             if missing:
                 die(f"layers {missing}: the forward pass did not go through the captured attention")
@@ -337,7 +336,7 @@ def main(argv=None):
     return 0
 
 
-def forward(model, cfg, ids, layers, no_rope, sink, torch, sdpa_attention_forward, attention_functions):
+def forward(model, cfg, ids, layers, sink, torch, sdpa_attention_forward, attention_functions):
     """One forward pass of the decoder stack with every layer's attention captured into `sink`;
     returns its seconds."""
     # The model's own eager attention: what runs a variant SDPA lacks, and what a model without an
@@ -378,7 +377,7 @@ def forward(model, cfg, ids, layers, no_rope, sink, torch, sdpa_attention_forwar
                 "chunk": attention_chunk(cfg, idx),
                 "alibi": None,
                 "sinks": None if sinks is None else sinks.detach().to(torch.float64).cpu().numpy().copy(),
-                "no_rope": bool(no_rope and not no_rope[idx]),
+                "no_rope": _m.rope_free(cfg, idx),
             })
         return out, weights
 

@@ -198,6 +198,16 @@ def attention_chunk(cfg, layer):
     return int(chunk) if chunk and types and types[layer] == "chunked_attention" else 0
 
 
+def rope_free(cfg, layer):
+    """Whether a layer's Q and K skip RoPE: SmolLM3's and Llama 4's no_rope_layers (0 = left out), and
+    Cohere 2's full-attention layers (its attention rotates only where it has a sliding window)."""
+    no_rope = getattr(cfg, "no_rope_layers", None)
+    if no_rope:
+        return not no_rope[layer]
+    types = getattr(cfg, "layer_types", None)
+    return getattr(cfg, "model_type", "") == "cohere2" and bool(types) and types[layer] == "full_attention"
+
+
 def load_local(directory, attn_implementation="sdpa", device="cpu", dtype="fp32", random_weights=None):
     """(tokenizer, model, path): a Hugging Face checkpoint directory (config.json, safetensors or bin
     weights, and a tokenizer) in eval mode on `device` in `dtype`; with `random_weights` (a seed) the

@@ -31,9 +31,13 @@ from tiny_checkpoints import TINY, checkpoint, tokenizer_for  # noqa: E402
 # Plain causal attention (with each family's own twist: QKV bias, q/k norm, a sliding window, fused
 # QKV, post-norm, rope-free layers that the interval leaves out at two layers).
 PLAIN = {"llama": {}, "qwen2": {}, "qwen3": {"head_dim": 16}, "mistral": {"sliding_window": 32}, "phi3": {}, "olmo2": {},
-         "smollm3": {"num_hidden_layers": 4}}
+         "smollm3": {"num_hidden_layers": 4},
+         # Gemma 3 (q/k norms, local and global layers with their own RoPE bases) and Cohere 2 (a
+         # sliding layer, then a global one without RoPE).
+         "gemma3_text": {"head_dim": 16, "sliding_window": 32, "layer_types": ["sliding_attention", "full_attention"]},
+         "cohere2": {"sliding_window": 32, "layer_types": ["sliding_attention", "full_attention"]}}
 # Layers dumped with rope = "none": SmolLM3 leaves RoPE out of every fourth layer (no_rope_layers).
-ROPE_FREE = {"smollm3": [3], "llama4_text": [3]}
+ROPE_FREE = {"smollm3": [3], "llama4_text": [3], "cohere2": [1]}
 # Variants the lab models, dumped with them (schema 2): Gemma 2's soft-cap, set near the tiny model's
 # scores (|s| ~0.03) so that tanh bends them (the default 50 would leave them linear), and gpt-oss's
 # sink logits (random, ~0.02: against scores near 0 a sink takes about 1 / (row + 2) of a row's mass).
