@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tiny_checkpoints import TINY, checkpoint, shaped_checkpoint, tokenizer_for  # noqa: E402
+from tiny_checkpoints import TINY, checkpoint, hub_cache, tokenizer_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DUMPER = [sys.executable, str(ROOT / "datasets" / "dump" / "dump_qkv.py")]
@@ -40,13 +40,7 @@ def dump(*args, env=None):
 def test_model_id_from_the_offline_cache(tiny, tmp_path):
     ckpt, txt = tiny
     rev = "0" * 40
-    snap = tmp_path / "hub" / "models--lab--tiny" / "snapshots" / rev
-    snap.mkdir(parents=True)
-    for f in ckpt.iterdir():
-        (snap / f.name).write_bytes(f.read_bytes())
-    (tmp_path / "hub" / "models--lab--tiny" / "refs").mkdir()
-    (tmp_path / "hub" / "models--lab--tiny" / "refs" / "main").write_text(rev)
-    env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub_cache(ckpt, tmp_path / "hub", "lab/tiny", rev))}
     r = dump("--model", "lab/tiny", "--text", txt, "--tokens", 64, "--out", tmp_path / "id.h5", env=env)
     assert r.returncode == 0, r.stderr
     with h5py.File(tmp_path / "id.h5") as f:

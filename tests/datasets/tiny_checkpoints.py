@@ -27,3 +27,16 @@ def checkpoint(model_type, extra, where, tok):
     model.save_pretrained(where)
     tok.save_pretrained(where)
     return where
+
+
+def hub_cache(ckpt, hub, repo_id, rev):
+    """A Hugging Face cache folder `hub` holding the checkpoint as model `repo_id` at revision `rev`
+    (what huggingface_hub writes: models--ORG--NAME/snapshots/REV and refs/main), for offline tests."""
+    root = hub / ("models--" + repo_id.replace("/", "--"))
+    snap = root / "snapshots" / rev
+    snap.mkdir(parents=True)
+    for f in ckpt.iterdir():
+        (snap / f.name).write_bytes(f.read_bytes())
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(rev)
+    return hub

@@ -296,16 +296,11 @@ def test_a_model_id_from_the_cache_and_a_gguf_file(tmp_path, monkeypatch, smollm
     of its checkpoint directory; as a .gguf file, the rows of the registry model that carries it."""
     from huggingface_hub import constants
 
-    ckpt = _tiny(tmp_path)
-    rev = "1" * 40
-    snap = tmp_path / "hub" / "models--lab--tiny" / "snapshots" / rev
-    snap.mkdir(parents=True)
-    for f in ckpt.iterdir():
-        (snap / f.name).write_bytes(f.read_bytes())
-    (tmp_path / "hub" / "models--lab--tiny" / "refs").mkdir()
-    (tmp_path / "hub" / "models--lab--tiny" / "refs" / "main").write_text(rev)
+    ckpt = _tiny(tmp_path)  # puts tests/datasets on the path
+    from tiny_checkpoints import hub_cache
+
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache(ckpt, tmp_path / "hub", "lab/tiny", "1" * 40)))
     exp = {"name": "id", "contexts": [64], "recipes": {"e4m3 P": P_E4M3}, "model_attention": False}
     by_id = me.run({**exp, "model": "lab/tiny", "output": str(tmp_path / "id")}, quiet=True)
     by_dir = me.run({**exp, "model": str(ckpt), "output": str(tmp_path / "dir")}, quiet=True)
