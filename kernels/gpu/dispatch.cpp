@@ -47,18 +47,6 @@ const Family& family_row(GpuFamily id) {
   throw std::logic_error("dispatch: no row for a GPU family");
 }
 
-// Per-KV-head and per-lane scales are granularities (values of the operand knobs): the families that
-// quantize on the host form them with the emulator's quantizer (kv_groups_for), but no GPU run has
-// proven them yet (tests/gpu/test_coverage.cpp, "[pending]"), so every family refuses them.
-std::string granularity_not_proven(const Recipe& r) {
-  for (const OperandQuant* o : {&r.q, &r.k, &r.p, &r.v}) {
-    if (o->unit_scale) continue;
-    if (o->spec.granularity == Granularity::kvhead) return "kvhead scales (one per GQA group, FlashAttention-3's Q descale) are not yet proven on a GPU";
-    if (o->spec.granularity == Granularity::thread) return "thread scales (a lane's strided rows, SageAttention 2's per-thread int8) are not yet proven on a GPU";
-  }
-  return "";
-}
-
 // The attention variants of a problem (soft-capping, sink logits, ALiBi, V's own head dim, chunks): no GPU family applies one yet, so
 // every family refuses a problem that has one rather than run it as plain attention.
 std::string variant_not_covered(const Problem& p) {
@@ -78,7 +66,6 @@ std::string row_not_covered(const Family& f, const Problem& p, const Recipe& rec
   const Recipe r = tiles_for(recipe, p.q.dim, p.causal, p.window > 0);
   if (std::string why = variant_not_covered(p); !why.empty()) return why;
   if (std::string knob = undeclared_knob(r, f.id); !knob.empty()) return knob + ": not implemented by this family (knob table)";
-  if (std::string why = granularity_not_proven(r); !why.empty()) return why;
   return f.not_covered(p, r);
 }
 
