@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 debs=(
   cmake ninja-build g++ pkg-config
-  libeigen3-dev libhdf5-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev
+  libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev
   libopenmpi-dev openmpi-bin  # sharded runs: mpirun -n R qattn run (optional to the build, tested in CI)
   python3 python3-venv python3-pip python3-dev
 )
