@@ -19,6 +19,7 @@
 #include "kernels/problem/parallel_tasks.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
+#include "kernels/numerics/sfu_math.hpp"
 #include "kernels/formats/value_table.hpp"
 
 namespace qattn {
@@ -355,6 +356,7 @@ class RowEmulator {
         // scale / cap, then cap * log2(e) as the exp2 scale (both factors held in fp32).
         cap_in_(p.softcap > 0 ? static_cast<float>(p.scale() / p.softcap) : 0.0f),
         cap_out_(p.softcap > 0 ? static_cast<float>(p.softcap) * kLog2e : 0.0f),
+        ex2_(r.exp2 == Exp2Math::sfu ? &ex2_approx_ftz : &exp2_rn),
         rounder_(pf_.bits <= 16 && pf_.specials != Specials::e8m0 ? std::optional<NonNegativeRounder>(pf_) : std::nullopt) {
     for (const double slope : p.alibi) alibi_raw_.push_back(static_cast<float>(slope / p.scale()));
   }
@@ -467,16 +469,16 @@ class RowEmulator {
       const float m_pre = std::max(sp.m_pre, tile_max);
       if (m_pre == kNegInf) return;
       m_new = m_pre * c2;
-      alpha = sp.m_pre == kNegInf ? 0.0f : exp2_rn((sp.m_pre - m_pre) * c2);
+      alpha = sp.m_pre == kNegInf ? 0.0f : ex2_((sp.m_pre - m_pre) * c2);
       sp.m_pre = m_pre;
     } else {
       m_new = std::max(sp.m, tile_max);
       // Lazy rescale (FlashAttention-4): keep the old max while it grew by at most tau.
       if (r_.lazy_rescale_tau > 0 && sp.m != kNegInf && m_new - sp.m <= static_cast<float>(r_.lazy_rescale_tau)) m_new = sp.m;
       if (m_new == kNegInf) return;  // nothing visible yet
-      alpha = sp.m == kNegInf ? 0.0f : exp2_rn(sp.m - m_new);
+      alpha = sp.m == kNegInf ? 0.0f : ex2_(sp.m - m_new);
     }
-    const auto p_of = [&](float s) { return s == kNegInf ? 0.0f : exp2_rn(fa ? std::fma(s, c2, -m_new) : s - m_new); };
+    const auto p_of = [&](float s) { return s == kNegInf ? 0.0f : ex2_(fa ? std::fma(s, c2, -m_new) : s - m_new); };
     float pq_sum = 0;
     l_terms_.resize(wt);
     for (int jj = 0; jj < w; ++jj) {
@@ -581,7 +583,7 @@ class RowEmulator {
     std::vector<float> f(row.splits.size());
     for (std::size_t k = 0; k < row.splits.size(); ++k) {
       const Split& sp = row.splits[k];
-      f[k] = sp.m == kNegInf ? 0.0f : exp2_rn(sp.m - M);
+      f[k] = sp.m == kNegInf ? 0.0f : ex2_(sp.m - M);
       // rowsum=lanes: the quad's butterfly (shuffles by lane xor 2, then xor 1).
       const float l = r_.row_sum == RowSum::lanes ? (sp.lane_l[0] + sp.lane_l[2]) + (sp.lane_l[1] + sp.lane_l[3]) : sp.l;
       L += f[k] * l;
@@ -590,7 +592,7 @@ class RowEmulator {
     }
     // A sink's weight, exp2 of its logit in log2 units against the merged max, joins l in the
     // epilogue (it multiplies no V and is never rounded to P's format).
-    const float sink = p_.sinks.empty() || M == kNegInf ? 0.0f : exp2_rn(static_cast<float>(p_.sinks[row.h]) * kLog2e - M);
+    const float sink = p_.sinks.empty() || M == kNegInf ? 0.0f : ex2_(static_cast<float>(p_.sinks[row.h]) * kLog2e - M);
     const float denom = r_.denominator == Denominator::quantized_p ? L + sink * p_mult_ : (L + sink) * p_mult_;
     if (!pr_.v.column_scales.empty()) {  // (O x scale) / l, the kernels' order
       const float* vs = &pr_.v.column_scales[static_cast<std::size_t>(kh) * d];
@@ -600,8 +602,8 @@ class RowEmulator {
       const float* mu = &pr_.v_means[static_cast<std::size_t>(kh) * d];
       for (int cc = 0; cc < d; ++cc) out.o[cc] += mu[cc] * LP;  // mean * sum(P), in the same scaled domain
     }
-    if (r_.norm == Norm::rcp) {
-      const float inv = 1.0f / denom;
+    if (r_.norm != Norm::div) {
+      const float inv = r_.norm == Norm::sfu ? rcp_approx_ftz(denom) : 1.0f / denom;
       for (int cc = 0; cc < d; ++cc) out.o[cc] *= inv;
     } else {
       for (int cc = 0; cc < d; ++cc) out.o[cc] /= denom;
@@ -625,6 +627,7 @@ class RowEmulator {
   AccumulatorModel pv_;
   Format pf_;
   float p_mult_, c_, cap_in_, cap_out_;
+  float (*ex2_)(float);  // the softmax's exp2 (exp2=rn: correctly rounded; sfu: the H100's ex2.approx.ftz)
   std::optional<NonNegativeRounder> rounder_;
   std::vector<float> alibi_raw_;  // ALiBi's slopes over the softmax scale, fp32 (one per query head)
   std::vector<double> terms_;

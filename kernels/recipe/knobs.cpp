@@ -57,7 +57,8 @@ constexpr std::pair<const char*, bool> kKZero[] = {{"codes", false}, {"qsum", tr
 constexpr std::pair<const char*, bool> kOrder[] = {{"forward", false}, {"reverse", true}};
 constexpr std::pair<const char*, ExpForm> kExpForm[] = {{"lab", ExpForm::lab}, {"fa", ExpForm::fa}};
 constexpr std::pair<const char*, RowSum> kRowSum[] = {{"sequential", RowSum::sequential}, {"lanes", RowSum::lanes}};
-constexpr std::pair<const char*, Norm> kNorm[] = {{"div", Norm::div}, {"rcp", Norm::rcp}};
+constexpr std::pair<const char*, Norm> kNorm[] = {{"div", Norm::div}, {"rcp", Norm::rcp}, {"sfu", Norm::sfu}};
+constexpr std::pair<const char*, Exp2Math> kExp2[] = {{"rn", Exp2Math::rn}, {"sfu", Exp2Math::sfu}};
 
 bool is_qflash(const Recipe& r) { return r.softmax == SoftmaxKind::qflash_integer; }
 
@@ -247,7 +248,9 @@ const RecipeKnob kKnobs[] = {
      [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"sequential", "lanes"} : Values{}; }, 20, "rowsum=lanes",
      kNoFamily},
     {"norm", QATTN_ENUM(norm, kNorm), [](const Recipe& r) { return r.norm != Norm::div; }, QATTN_RESET(norm),
-     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"div", "rcp"} : Values{}; }, 21, "norm=rcp", kNoFamily},
+     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"div", "rcp", "sfu"} : Values{}; }, 21, "norm=rcp", kNoFamily},
+    {"exp2", QATTN_ENUM(exp2, kExp2), [](const Recipe& r) { return r.exp2 != Exp2Math::rn; }, QATTN_RESET(exp2),
+     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"rn", "sfu"} : Values{}; }, 22, "exp2=sfu", kNoFamily},
 };
 #undef QATTN_ENUM
 #undef QATTN_RESET

@@ -159,8 +159,9 @@ void validate(const Recipe& r) {
   if (r.reverse_key_tiles && (r.split_k != 1 || r.softmax != SoftmaxKind::float_online)) {
     bad("order", "reverse key tiles are modelled for the float softmax without key splits (split=1)");
   }
-  if ((r.exp_form != ExpForm::lab || r.row_sum != RowSum::sequential || r.norm != Norm::div) && r.softmax != SoftmaxKind::float_online) {
-    bad("expform/rowsum/norm", "the vendor math of the float softmax: they need softmax=float");
+  if ((r.exp_form != ExpForm::lab || r.row_sum != RowSum::sequential || r.norm != Norm::div || r.exp2 != Exp2Math::rn) &&
+      r.softmax != SoftmaxKind::float_online) {
+    bad("expform/rowsum/norm/exp2", "the vendor math of the float softmax: they need softmax=float");
   }
   if (r.exp_form == ExpForm::fa && r.lazy_rescale_tau != 0) {
     bad("expform", "fa keeps the running max on raw scores; the lazy rescale's tau is in exp2 units: use one of them (tau=0)");

@@ -64,7 +64,12 @@ enum class RowSum : std::uint8_t {
 enum class Norm : std::uint8_t {
   div,  // O / l, correctly rounded
   rcp,  // O x fp32(1 / l): one reciprocal, then a multiply (FlashAttention's epilogue)
+  sfu,  // O x rcp.approx.ftz(l): the reciprocal as the H100's special-function unit gives it (kernels/numerics/sfu_math.hpp)
 };
+
+// The float softmax's exp2: correctly rounded, or PTX ex2.approx.ftz.f32 as measured on the H100
+// (what exp2f compiles to under fast math; bit-faithful for arguments <= 0, kernels/numerics/sfu_math.hpp).
+enum class Exp2Math : std::uint8_t { rn, sfu };
 
 // A matrix unit's accumulation, parameterized as hardware behaves.
 struct Accumulator {
@@ -170,6 +175,7 @@ struct Recipe {
   ExpForm exp_form = ExpForm::lab;
   RowSum row_sum = RowSum::sequential;
   Norm norm = Norm::div;
+  Exp2Math exp2 = Exp2Math::rn;
   // Field by field: knobs.cpp's coverage whitelist finds a field no knob owns by comparing with Recipe{}.
   bool operator==(const Recipe&) const = default;
 };

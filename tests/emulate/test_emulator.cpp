@@ -10,6 +10,7 @@
 #include "kernels/numerics/qflash.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
+#include "kernels/numerics/sfu_math.hpp"
 #include "kernels/formats/numeric_failure.hpp"
 #include "reference/attention.hpp"
 #include "reference/metrics.hpp"
@@ -1107,11 +1108,23 @@ TEST_CASE("vendor math of the float softmax on hand-worked rows: expform=fa, row
   CHECK(run(thirds, lab, seq, Norm::div) == 5.0f / 3.0f);
   CHECK(run(thirds, lab, seq, Norm::rcp) == 5.0f * (1.0f / 3.0f));
 
+  // exp2=sfu and norm=sfu: the H100's ex2.approx.ftz and rcp.approx.ftz (their stored models) in place
+  // of the correctly rounded exp2 and reciprocal.
+  Recipe sfu = fp32_recipe();
+  sfu.exp2 = Exp2Math::sfu;
+  const float one = ex2_approx_ftz(0.0f), p_sfu = ex2_approx_ftz(5.3f * c - m8);
+  REQUIRE(p_sfu != p_lab);
+  CHECK(emulate(two, sfu).out.data[0] == p_sfu / (one + p_sfu));
+  sfu.exp2 = Exp2Math::rn;
+  sfu.norm = Norm::sfu;
+  REQUIRE((5.0f * rcp_approx_ftz(3.0f) != 5.0f / 3.0f));
+  CHECK(emulate(thirds, sfu).out.data[0] == 5.0f * rcp_approx_ftz(3.0f));
+
   // Float-softmax choices: refused with an integer softmax, and fa with a lazy rescale.
   Recipe integer = int8_integer_softmax_recipe();
   integer.softmax = SoftmaxKind::qflash_integer;
   integer.norm = Norm::rcp;
-  CHECK(error_text([&] { validate(integer); }).find("expform/rowsum/norm") != std::string::npos);
+  CHECK(error_text([&] { validate(integer); }).find("expform/rowsum/norm/exp2") != std::string::npos);
   Recipe lazy = fp32_recipe();
   lazy.exp_form = ExpForm::fa;
   lazy.lazy_rescale_tau = 2;

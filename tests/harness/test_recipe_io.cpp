@@ -305,12 +305,13 @@ TEST_CASE("integer operands sum exactly unless the recipe names another accumula
 }
 
 TEST_CASE("recipe text: the softmax's vendor math (expform, rowsum, norm) round-trips and prints only when moved", "[recipe]") {
-  const Recipe r = recipe_from_string("q=bf16 k=bf16 v=bf16 p=bf16 norm=rcp rowsum=lanes expform=fa");
+  const Recipe r = recipe_from_string("q=bf16 k=bf16 v=bf16 p=bf16 norm=rcp rowsum=lanes expform=fa exp2=sfu");
   CHECK(r.exp_form == ExpForm::fa);
   CHECK(r.row_sum == RowSum::lanes);
   CHECK(r.norm == Norm::rcp);
   const std::string line = to_string(r);
-  CHECK(line.find("expform=fa rowsum=lanes norm=rcp") != std::string::npos);  // the table's order
+  CHECK(r.exp2 == Exp2Math::sfu);
+  CHECK(line.find("expform=fa rowsum=lanes norm=rcp exp2=sfu") != std::string::npos);  // the table's order
   CHECK(recipe_from_string(line) == r);
   CHECK(recipe_from_json(to_json(r)) == r);
   CHECK(to_string(recipe_from_string("q=bf16")).find("norm") == std::string::npos);  // earlier recipes print as before
