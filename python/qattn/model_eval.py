@@ -292,6 +292,7 @@ class _Plan:
         self.backend = backend
         self.threads = threads
         self.seconds = 0.0
+        self.calls = 0  # attention layers the lab computed in this pass
         self.undefined = None
 
 
@@ -311,6 +312,7 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
     if attention_mask is not None or query.shape[0] != 1:
         raise EvalError("qattn.model_eval: the model passed an attention mask or a batch; one unpadded sequence is expected")
     layer = int(module.layer_idx)
+    plan.calls += 1
     window = int(kwargs.get("sliding_window") or getattr(module, "sliding_window", None) or 0)
     sinks = getattr(module, "sinks", None)  # gpt-oss: a learned sink logit per query head
     kw = dict(causal=bool(getattr(module, "is_causal", True)), window=window,
@@ -388,10 +390,15 @@ def hidden_states(model, ids, plan):
     _PLAN = plan
     try:
         with torch.no_grad():
-            h = model.get_decoder()(input_ids=torch.from_numpy(np.asarray(ids))[None], use_cache=False).last_hidden_state[0]
+            out = model.get_decoder()(input_ids=torch.from_numpy(np.asarray(ids))[None], use_cache=False)
     finally:
         _PLAN = None
-    return h, (plan.seconds if plan is not None else 0.0)
+    if plan is not None and plan.calls == 0:
+        # BLOOM's attention is its own module, not transformers' attention interface: the lab's
+        # attention would never run, and every recipe would silently equal the model's own.
+        raise EvalError(f"{type(model).__name__}: the model's attention does not go through transformers' attention interface, "
+                        "so the lab cannot compute it; refused rather than reported as the model's own")
+    return out.last_hidden_state[0], (plan.seconds if plan is not None else 0.0)
 
 
 def logits(model, h):

@@ -2,7 +2,8 @@
 """A user's own checkpoint through the dumper, as a user runs it: tiny random-weight checkpoints built
 offline from transformers' own configurations (two layers, hidden 64), each saved with a word-level
 tokenizer and dumped with `dump_qkv.py --model DIR --text FILE`; the dumper's float64 check must pass
-on every layer and `qattn inspect` must load the dump. Gemma 2's soft-capped logits and gpt-oss's sink
+on every layer, `qattn inspect` must load the dump, an experiment must run on it, and the end-to-end
+evaluation's model attention and fp32 recipe must equal float64 attention to float32 precision. Gemma 2's soft-capped logits and gpt-oss's sink
 logits, Llama 4's chunked attention, DeepSeek V3's value head dim and BLOOM's ALiBi are dumped with them
 (schema 2). Architectures whose attention has a variant the lab does not
 model yet are refused, naming the configuration field, never dumped as plain attention;
@@ -23,6 +24,9 @@ models = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(models)
 
 import h5py  # noqa: E402
+
+sys.path.insert(0, str(Path(QATTN).resolve().parents[1] / "python"))  # the built package beside the qattn binary
+from qattn import model_eval  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
@@ -106,6 +110,7 @@ def main():
             if said != (bool(want_cap), model is not None, any(want_chunks), model_type == "bloom"):
                 failures.append(f"{model_type}: qattn inspect shows (soft-cap, sinks, chunks, ALiBi) = {said}:\n{i.stdout}")
                 continue
+            refusal = None
             if model_type in VARIANTS:
                 # A recipe through qattn eval on the variant layer; an integer softmax is refused by name.
                 e = subprocess.run([QATTN, "eval", "--data", str(out), "--layer", "1", "--recipe", "q=bf16 k=bf16 v=bf16 p=bf16", "-q"],
@@ -119,23 +124,39 @@ def main():
                 if e.returncode != 0 or named not in e.stdout.splitlines()[0] or (refusal and (bad.returncode == 0 or refusal not in bad.stderr)):
                     failures.append(f"{model_type}: qattn eval rc {e.returncode}: {e.stdout}{e.stderr}; qflash rc {bad.returncode}: {bad.stderr}")
                     continue
-                # An experiment over every layer: the float recipe runs on each, the integer softmax is
-                # listed as not run where it cannot apply the variant.
-                report = tmp / f"{model_type}-report"
-                experiment = tmp / f"{model_type}.json"
-                experiment.write_text(json.dumps({
-                    "name": model_type, "dataset": str(out), "selection": {"layers": list(range(layers)), "contexts": [96], "rows": 32},
-                    "seed": 1, "output": str(report),
-                    "recipes": {"int8 + e4m3": "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel",
-                                "qflash": "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"}}))
-                run = subprocess.run([QATTN, "run", str(experiment), "-q"], capture_output=True, text=True)
-                rows = (report / "results.jsonl").read_text().splitlines() if run.returncode == 0 else []
-                summary = (report / "summary.md").read_text() if run.returncode == 0 else ""
-                ran = sum('"int8 + e4m3"' in r for r in rows)
-                if run.returncode != 0 or ran != layers * TINY["num_attention_heads"] or bool(refusal) != ("- `qflash`: the problem" in summary):
-                    failures.append(f"{model_type}: qattn run rc {run.returncode}, {ran} int8 + e4m3 rows: {run.stderr}\n{summary}")
+            # An experiment over every layer: the float recipe runs on each, the integer softmax is
+            # listed as not run where it cannot apply the variant.
+            report = tmp / f"{model_type}-report"
+            experiment = tmp / f"{model_type}.json"
+            experiment.write_text(json.dumps({
+                "name": model_type, "dataset": str(out), "selection": {"layers": list(range(layers)), "contexts": [96], "rows": 32},
+                "seed": 1, "output": str(report),
+                "recipes": {"int8 + e4m3": "q=int8/token k=int8/token acc.qk=exact p=e4m3/static:448 v=e4m3/channel",
+                            "qflash": "q=int8/tensor k=int8/tensor v=int8/tensor p=int8/static:127 softmax=qflash"}}))
+            run = subprocess.run([QATTN, "run", str(experiment), "-q"], capture_output=True, text=True)
+            rows = (report / "results.jsonl").read_text().splitlines() if run.returncode == 0 else []
+            summary = (report / "summary.md").read_text() if run.returncode == 0 else ""
+            ran = sum('"int8 + e4m3"' in r for r in rows)
+            if run.returncode != 0 or ran != layers * TINY["num_attention_heads"] or bool(refusal) != ("- `qflash`: the problem" in summary):
+                failures.append(f"{model_type}: qattn run rc {run.returncode}, {ran} int8 + e4m3 rows: {run.stderr}\n{summary}")
+                continue
+            # End to end: the model's own attention and an fp32 recipe through the lab's attention
+            # against float64 attention. Float32 attention on these tiny models: KL ~1e-15 (measured
+            # 2e-15 on Gemma 2); 1e-10 fails on any semantic difference (a variant left out: 6e-9).
+            try:
+                rows = {r["recipe"]: r for r in model_eval.run({"name": model_type, "model": str(ckpt), "contexts": [64],
+                                                               "recipes": {"fp32": "q=fp32 k=fp32 p=fp32 v=fp32"},
+                                                               "output": str(tmp / f"{model_type}-e2e")}, quiet=True)}
+                if not (rows["model"]["kl_mean"] < 1e-10 and rows["fp32"]["kl_mean"] < 1e-10):
+                    failures.append(f"{model_type}: end to end, KL vs float64: model {rows['model']['kl_mean']}, fp32 {rows['fp32']['kl_mean']}")
                     continue
-            print(f"{model_type}: dumped {layers} layers ({schema}, float64 check passed; RoPE-free: {rope_free}; soft-cap {want_cap}; "
+                e2e = f"model_eval KL {rows['fp32']['kl_mean']:.1e}"
+            except model_eval.EvalError as x:
+                if model_type != "bloom" or "attention interface" not in str(x):
+                    failures.append(f"{model_type}: model_eval: {x}")
+                    continue
+                e2e = "model_eval refuses it (no attention interface)"
+            print(f"{model_type}: {e2e}; dumped {layers} layers ({schema}, float64 check passed; RoPE-free: {rope_free}; soft-cap {want_cap}; "
                   f"sinks {'stored' if model else 'none'}; chunks {chunks}; (K, V) head dims {sorted(dims)}), qattn inspect loads it")
         for model_type, (extra, field) in REFUSED.items():
             ckpt = checkpoint(model_type, extra, tmp / model_type, tok)
