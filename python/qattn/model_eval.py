@@ -495,6 +495,15 @@ def validate(e, path="<experiment>"):
         if need > len(facts["ids"]):
             raise EvalError(f"{path}: $.contexts[{i}]: {e['windows'][i]} window(s) of {c} tokens need {need} tokens; "
                             f"the text has {len(facts['ids'])} for {title}")
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+        causal_lm = MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)]
+    except KeyError:  # a configuration transformers maps elsewhere: the first forward pass checks instead
+        causal_lm = None
+    if causal_lm is not None and not getattr(causal_lm, "_supports_attention_backend", False):
+        raise EvalError(f"{path}: $.model: {title}: {causal_lm.__name__}'s attention does not go through transformers' attention interface "
+                        "(BLOOM, Falcon and MPT compute their own), so the lab cannot compute it; refused before any work")
     n_layers = cfg.num_hidden_layers
     if e["layers"] != "all":
         for i, layer in enumerate(e["layers"]):
