@@ -152,19 +152,13 @@ def model_facts(name, path="<experiment>", weights=None, text=None, cache=True):
 
 
 def _form(name, path="<experiment>"):
-    """What $.model names: 'registry', 'gguf' (a .gguf file), 'checkpoint' (a Hugging Face directory)
-    or 'id' (org/name, a model in the Hugging Face cache)."""
-    if name in _models.MODELS:
-        return "registry"
-    if name.endswith(".gguf") and Path(name).is_file():
-        return "gguf"
-    if (Path(name) / "config.json").is_file():
-        return "checkpoint"
-    if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not Path(name).exists():
-        return "id"
-    raise EvalError(f"{path}: $.model: {name!r}; expected one of {', '.join(sorted(_models.MODELS))}, a Hugging Face checkpoint "
-                    "directory (config.json, safetensors or bin weights, tokenizer), a .gguf file or a model id (org/name) in the "
-                    "Hugging Face cache")
+    """What $.model names (models.model_form), a checkpoint only with its config.json."""
+    form = _models.model_form(name)
+    if form is None or (form == "checkpoint" and not (Path(name) / "config.json").is_file()):
+        raise EvalError(f"{path}: $.model: {name!r}; expected one of {', '.join(sorted(_models.MODELS))}, a Hugging Face checkpoint "
+                        "directory (config.json, safetensors or bin weights, tokenizer), a .gguf file or a model id (org/name) in the "
+                        "Hugging Face cache")
+    return form
 
 
 def _checkpoint_dir(name, path="<experiment>"):

@@ -320,31 +320,45 @@ def resolve_model_id(model_id):
         raise ModelError(f"--model {model_id}: cannot be had: {str(e).splitlines()[0]}") from None
 
 
+def model_form(name):
+    """What a --model (or model_eval's $.model) names: 'registry', 'gguf' (a .gguf file), 'checkpoint'
+    (a directory), 'id' (org/name, not a path here: a model in the Hugging Face cache), or None."""
+    import re
+
+    path = Path(name)
+    if name in MODELS:
+        return "registry"
+    if path.suffix == ".gguf" and path.is_file():
+        return "gguf"
+    if path.is_dir():
+        return "checkpoint"
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists():
+        return "id"
+    return None
+
+
 def open_any(name, cache_dir, device="cpu", dtype="fp32", random_weights=None, attn_implementation="sdpa"):
     """(tokenizer, model, provenance attrs) of a --model: a registry name, a Hugging Face checkpoint
     directory, a GGUF file, or a model id (org/name) in the Hugging Face cache."""
-    import re
-
-    if random_weights is not None and not Path(name).is_dir() and not re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+    form = model_form(name)
+    if random_weights is not None and form not in ("checkpoint", "id"):
         raise ModelError(f"--random-weights: builds a model from a checkpoint directory's config.json; --model {name!r} is not one")
-    if name in MODELS:
+    if form == "registry":
         tok, model, path = load_model(name, cache_dir, attn_implementation, device=device, dtype=dtype)
         return tok, model, {"model": MODELS[name]["title"], "weights": MODELS[name]["weights"],
                             "gguf_file": f"{path.name} (sha256 {sha256_file(path)})"}
     path = Path(name)
-    if path.suffix == ".gguf" and path.is_file():
+    if form == "gguf":
         tok, model, path = load_model(None, cache_dir, attn_implementation, gguf=path, device=device, dtype=dtype)
         return tok, model, {"model": f"{path.stem} ({model.config.model_type})", "weights": f"GGUF {path}, dequantized to float32 by transformers + gguf",
                             "gguf_file": f"{path.name} (sha256 {sha256_file(path)})"}
-    where, title = None, None
-    if path.is_dir():
-        where = f"local checkpoint {path}"
-    elif re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists():
-        path = resolve_model_id(name)
-        where, title = f"Hugging Face model {name} (snapshot {path.name})", name
-    if where is None:
+    if form is None:
         raise ModelError(f"--model {name!r}: expected a registry name ({', '.join(sorted(MODELS))}), a Hugging Face checkpoint "
                          "directory (config.json + weights + tokenizer), a .gguf file or a model id (org/name) in the Hugging Face cache")
+    where, title = f"local checkpoint {path}", None
+    if form == "id":
+        path = resolve_model_id(name)
+        where, title = f"Hugging Face model {name} (snapshot {path.name})", name
     tok, model, path = load_local(path, attn_implementation, device=device, dtype=dtype, random_weights=random_weights)
     title = title or getattr(model.config, "_name_or_path", "") or path.name
     weights = f"random (seed {random_weights}) from config.json" if random_weights is not None else "weights"
