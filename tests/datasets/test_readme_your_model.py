@@ -9,7 +9,6 @@ would point the user's environment at this build. Then checks what each step wro
 """
 import csv
 import json
-import os
 import shlex
 import subprocess
 import sys
