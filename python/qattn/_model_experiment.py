@@ -6,6 +6,7 @@ from . import _core
 
 DEFAULT_BUCKETS = [0, 64, 256, 1024, 4096, 16384]
 BACKENDS = ("emulate", "gpu")
+DEVICES = ("cpu", "cuda")  # where the model's own computation runs
 REFERENCE = "reference"  # a recipe value: the float64 reference itself (a control: KL 0 against the baseline)
 KINDS = ("global", "sliding")  # layers without / with a sliding window
 
@@ -19,6 +20,8 @@ KEYS = {
                "or an object of layer index -> line (the layers it leaves out run the float64 reference)",
     "layers": "'all' or a list of layer indices whose attention the recipe computes (default 'all'; the others run the float64 reference)",
     "backend": "'emulate' (default) or 'gpu'",
+    "device": "where the model itself runs: 'cpu' (default) or 'cuda' (the GPU; under mpirun each rank takes its node's GPU by "
+              "local rank); the lab's attention runs where $.backend says",
     "buckets": "increasing position bucket starts from 0 (default [0, 64, 256, 1024, 4096, 16384])",
     "threads": "CPU threads for torch and the lab (integer >= 1; default 2)",
     "output": "the report folder",
@@ -139,6 +142,11 @@ def parse(doc, path="<experiment>"):
     if backend not in BACKENDS:
         _fail(path, "$.backend", f"{json.dumps(backend)}; expected 'emulate' or 'gpu'")
     e["backend"] = backend
+    device = doc.get("device", "cpu")
+    if device not in DEVICES:
+        _fail(path, "$.device", f"{json.dumps(device)}; expected 'cpu' or 'cuda'")
+    if device != "cpu":
+        e["device"] = device  # absent when the default, so reports written before the key resume unchanged
     layers = doc.get("layers", "all")
     if layers != "all":
         if not isinstance(layers, list) or not layers:

@@ -219,10 +219,20 @@ def _title(name):
     return f"{name} (Hugging Face cache)" if form == "id" else f"{Path(name).name} (checkpoint {name})"
 
 
-def _model(name, weights=None, cache=True, precision="float32"):
-    """The model in float32 (or converted to float64), eval mode, with the lab's attention registered.
-    `cache`: as for model_facts (the converted weights, written with save_pretrained, read back bit for bit)."""
-    key = ("model", name, weights, cache, precision)
+def _model(name, weights=None, cache=True, precision="float32", device="cpu"):
+    """The model in float32 (or converted to float64), eval mode, with the lab's attention registered,
+    on `device`. `cache`: as for model_facts (the converted weights, written with save_pretrained, read
+    back bit for bit)."""
+    key = ("model", name, weights, cache, precision, device)
+    if device != "cpu" and key not in _LOADED:
+        import copy
+
+        on_host = ("model", name, weights, cache, precision, "cpu")
+        kept = on_host in _LOADED  # loaded for another run: copied; else moved, so host memory is freed
+        m = _model(name, weights, cache, precision)
+        if not kept:
+            del _LOADED[on_host]
+        _LOADED[key] = (copy.deepcopy(m) if kept else m).to(device)
     if precision == "float64" and key not in _LOADED:
         import copy
 
@@ -314,7 +324,8 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
               softcap=float(kwargs.get("softcap") or 0.0),  # Gemma 2's attn_logit_softcapping
               sinks=None if sinks is None else sinks.detach().to(torch.float64).tolist(),
               chunk=_models.attention_chunk(_models.text_config(module), layer) if hasattr(module, "config") else 0)
-    q, k, v = (x[0].detach() for x in (query, key, value))  # [H, N, d] float32 views (DLPack, any strides)
+    # [H, N, d] float32 views (DLPack, any strides); a model on the GPU hands them over to the host
+    q, k, v = (x[0].detach().cpu() for x in (query, key, value))
     if query.dtype != torch.float32 or plan.perturb:
         q, k, v = (_lab_input(x, (layer, which) if plan.perturb else None) for which, x in enumerate((q, k, v)))
     line = _exp.line_for(plan.recipes, layer, window) if plan.layers is None or layer in plan.layers else REFERENCE
@@ -331,7 +342,7 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
         raise _UndefinedOutput(f"layer {layer}: the recipe's attention output [head {bad[0]}, row {bad[1]}] is not defined "
                                f"(every P of the row rounded to zero, or an overflow)")
     o = torch.from_numpy(np.ascontiguousarray(out, dtype=np.float64 if query.dtype == torch.float64 else np.float32))
-    return o.transpose(0, 1).unsqueeze(0), None
+    return o.to(query.device).transpose(0, 1).unsqueeze(0), None
 
 
 # The noise floor's perturbation: each element of Q, K and V times (1 + u 2^-23), u uniform in [-1, 1],
@@ -384,7 +395,7 @@ def hidden_states(model, ids, plan):
     _PLAN = plan
     try:
         with torch.no_grad():
-            out = model.get_decoder()(input_ids=torch.from_numpy(np.asarray(ids))[None], use_cache=False)
+            out = model.get_decoder()(input_ids=torch.from_numpy(np.asarray(ids))[None].to(model.device), use_cache=False)
     finally:
         _PLAN = None
     if plan is not None and plan.calls == 0:
@@ -392,19 +403,20 @@ def hidden_states(model, ids, plan):
         # attention would never run, and every recipe would silently equal the model's own.
         raise EvalError(f"{type(model).__name__}: the model's attention does not go through transformers' attention interface, "
                         "so the lab cannot compute it; refused rather than reported as the model's own")
-    return out.last_hidden_state[0], (plan.seconds if plan is not None else 0.0)
+    return out.last_hidden_state[0].cpu(), (plan.seconds if plan is not None else 0.0)
 
 
 def logits(model, h):
-    """The model's own head on hidden states [n, hidden]: float32 logits (softcapped if the model does)."""
+    """The model's own head on hidden states [n, hidden] (on the host): float32 logits (softcapped if
+    the model does), on the host."""
     import torch
 
     with torch.no_grad():
-        z = model.get_output_embeddings()(h)
+        z = model.get_output_embeddings()(h.to(model.device))
         cap = getattr(_models.text_config(model), "final_logit_softcapping", None)
         if cap:
             z = torch.tanh(z / cap) * cap
-    return z
+    return z.cpu()
 
 
 def compare_positions(model, h_ref, hidden, ids):
@@ -510,6 +522,11 @@ def validate(e, path="<experiment>"):
         for layer in map(int, r.get("layer_map", {})):
             if layer >= n_layers:
                 raise EvalError(f"{where}.{layer}: {title} has layers 0..{n_layers - 1}")
+    if e.get("device", "cpu") == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise EvalError(f"{path}: $.device: 'cuda', but torch sees no GPU here (torch {torch.__version__}); expected 'cpu'")
     if e["backend"] == "gpu":
         if not _core.gpu_available():
             raise EvalError(f"{path}: $.backend: 'gpu', but this qattn was built without GPU kernels; "
@@ -554,7 +571,7 @@ class _Ranks:
     LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK")
 
     def __init__(self):
-        self.comm, self.rank, self.size = None, 0, 1
+        self.comm, self.rank, self.size, self.local_rank = None, 0, 1, 0
         if not any(v in os.environ for v in self.LAUNCHER_VARS):
             return
         try:
@@ -564,6 +581,7 @@ class _Ranks:
                             f"({sys.executable}); install it (pip install mpi4py) or run without mpirun") from None
         self.mpi, self.comm = MPI, MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.local_rank = self.comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()  # among this node's ranks
 
     def agree(self, err):
         """Every rank's outcome of a step: returns when all succeeded; else the lowest failing rank
@@ -662,8 +680,19 @@ def run(experiment, *, force=False, quiet=False, path=None, command_line=None):
             claim.__exit__(None, None, None)
 
 
+def _device(e, ranks):
+    """Where this rank's model runs: the CPU, or the GPU of its node its local rank picks."""
+    if e.get("device", "cpu") == "cpu":
+        return "cpu"
+    import torch
+
+    return f"cuda:{ranks.local_rank % torch.cuda.device_count()}"
+
+
 def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
     torch.set_num_threads(e["threads"])
+    # Deterministic cuBLAS needs a fixed workspace, set before CUDA starts (torch refuses otherwise).
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     cfg = facts["config"]
     provenance = {
@@ -681,6 +710,8 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
         "command_line": command_line or "qattn.model_eval.run(...)",
         "created_at": _core.now_utc(),
     }
+    if e.get("device", "cpu") == "cuda":
+        provenance["model_device"] = f"cuda ({torch.cuda.get_device_name(_device(e, ranks))})"
 
     def write_config():
         if not config_path.exists():
@@ -711,7 +742,7 @@ def _run_locked(e, facts, out, config_path, ranks, quiet, command_line, torch):
             if not pending:
                 continue
             if model is None:
-                model = _model(e["model"], e.get("weights"), precision=e.get("precision", "float32"))
+                model = _model(e["model"], e.get("weights"), precision=e.get("precision", "float32"), device=_device(e, ranks))
             info0 = {"context": c, "window": w, "tokens_sha256": hashlib.sha256(np.asarray(ids).tobytes()).hexdigest()}
             # Forward passes first, each kept on disk until the window's metrics are written, so
             # an interruption loses at most the pass under way.
@@ -849,7 +880,8 @@ def _report(e, out, configs, provenance):
              f"{'every layer' if e['layers'] == 'all' else 'layers ' + ', '.join(map(str, e['layers']))}", "",
              f"Weights: {provenance.get('gguf_file') or provenance['weights'] + ', config.json sha256 ' + provenance['config_sha256']}. Text: {provenance['text_source']}; windows per context: "
              f"{', '.join(f'{c}: {w}' for c, w in zip(e['contexts'], e['windows']))}, each starting with BOS. "
-             "PPL over every evaluated position; KL(P_float64 || P) per next-token distribution.", ""]
+             "PPL over every evaluated position; KL(P_float64 || P) per next-token distribution."
+             + (f" The model's own computation ran on the GPU, {provenance['model_device']}." if provenance.get("model_device") else ""), ""]
     for c in e["contexts"]:
         lines += [f"## context {c}", "",
                   "| recipe | PPL | vs float64 | % | vs model | KL mean | KL p99 | top-1 agree | KL last bucket | time s (attention) |"

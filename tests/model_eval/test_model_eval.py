@@ -175,10 +175,14 @@ def test_mpirun_shards_windows_to_identical_rows(tmp_path, whole):
     ({"windows": [1, 2]}, r"\$\.windows: .*2 counts for 1 contexts"),
     ({"model_attention": "no"}, r"\$\.model_attention: \"no\"; expected true or false"),
     ({"text": "/nonexistent/text.txt"}, r"\$\.text: '/nonexistent/text.txt' is not a file"),
+    ({"device": "tpu"}, r"\$\.device: \"tpu\"; expected 'cpu' or 'cuda'"),
+    ({"device": "cuda"}, r"\$\.device: 'cuda', but torch sees no GPU here"),
 ])
 def test_bad_input_is_refused_before_any_work(tmp_path, change, message):
     if change.get("backend") == "gpu" and qattn.gpu_available():
         pytest.skip("this build has GPU kernels")
+    if change.get("device") == "cuda" and _cuda():
+        pytest.skip("torch sees a GPU here")
     exp = {"name": "bad", "model": "smollm2", "contexts": [128], "recipes": {"fp32": FP32}, "output": str(tmp_path / "o")}
     exp.update(change)
     with pytest.raises(ValueError, match=message):
@@ -266,6 +270,41 @@ def _tiny(tmp_path, model_type="llama", extra=None):
 
     text, _ = me._models.prose_text()
     return checkpoint(model_type, extra or {}, tmp_path / model_type, tokenizer_for(text[:20000]))
+
+
+def _cuda():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _cuda(), reason="the model on the GPU needs a GPU torch sees")
+def test_the_model_on_the_gpu(tmp_path):
+    """$.device "cuda": the model's own computation on the GPU, the lab's attention on the host. In
+    float64 the float64 control is exact there too, the lab's fp32 recipe and the model's own attention
+    stay at float32-rounding distance, and a quantized recipe gives the CPU's numbers to its noise."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datasets"))
+    from tiny_checkpoints import checkpoint, tokenizer_for
+
+    # A text of its own (GPU machines lack the Debian file the built-in text comes from).
+    words = "the kernel reads keys and values while each query weighs them by the softmax of its scores".split()
+    text = " ".join(words[(i * 7) % len(words)] + ("." if i % 11 == 10 else "") for i in range(3000))
+    (tmp_path / "text.txt").write_text(text, encoding="utf-8")
+    ckpt = checkpoint("llama", {}, tmp_path / "llama", tokenizer_for(text))
+    base = {"name": "gpu", "model": str(ckpt), "text": str(tmp_path / "text.txt"), "contexts": [256], "windows": 2, "precision": "float64",
+            "recipes": {"control": "reference", "fp32": FP32, "int8 + e4m3": P_E4M3}}
+    gpu = {r["recipe"]: r for r in me.run({**base, "device": "cuda", "output": str(tmp_path / "gpu")}, quiet=True)}
+    cpu = {r["recipe"]: r for r in me.run({**base, "output": str(tmp_path / "cpu")}, quiet=True)}
+    config = json.loads((tmp_path / "gpu" / "config.json").read_text())
+    assert config["provenance"]["model_device"].startswith("cuda (") and "on the GPU" in (tmp_path / "gpu" / "summary.md").read_text()
+    assert gpu["control"]["kl_mean"] == 0.0
+    # float32 attention against float64 attention: ~1e-15 on the CPU (test_a_checkpoint_directory_with_a_soft_cap).
+    assert gpu["fp32"]["kl_mean"] < 1e-12 and gpu["model"]["kl_mean"] < 1e-12, (gpu["fp32"], gpu["model"])
+    # The GPU's float64 order moves Q, K and V by ~1e-16, which can flip a float32 rounding and so a
+    # quantized code: measured 7e-7 relative on an H100; a wrong computation (a layer left out,
+    # another device's logits) moves it by its whole size.
+    rel = abs(gpu["int8 + e4m3"]["kl_mean"] / cpu["int8 + e4m3"]["kl_mean"] - 1)
+    assert gpu["int8 + e4m3"]["kl_mean"] > 1e-9 and rel < 1e-3, rel
 
 
 def test_a_recipe_per_layer(tmp_path):
