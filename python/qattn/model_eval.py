@@ -323,7 +323,8 @@ def _lab_attention(module, query, key, value, attention_mask, dropout=0.0, scali
               softmax_scale=float(scaling if scaling is not None else module.scaling),
               softcap=float(kwargs.get("softcap") or 0.0),  # Gemma 2's attn_logit_softcapping
               sinks=None if sinks is None else sinks.detach().to(torch.float64).tolist(),
-              chunk=_models.attention_chunk(_models.text_config(module), layer) if hasattr(module, "config") else 0)
+              chunk=_models.attention_chunk(_models.text_config(module), layer) if hasattr(module, "config") else 0,
+              alibi=kwargs.get("alibi"))  # BLOOM's slopes, from _alibi_hooks
     # [H, N, d] float32 views (DLPack, any strides); a model on the GPU hands them over to the host
     q, k, v = (x[0].detach().cpu() for x in (query, key, value))
     if query.dtype != torch.float32 or plan.perturb:
@@ -385,22 +386,69 @@ def _own_attention(model):
     return "eager" if getattr(cfg, "attn_logit_softcapping", None) or sinks else "sdpa"
 
 
+def _alibi_attention(model):
+    """BLOOM's attention modules: its own (outside transformers' attention interface), ALiBi inside."""
+    return [m for m in model.modules() if type(m).__name__ == "BloomAttention"]
+
+
+def _alibi_hooks(model):
+    """The lab's attention in BLOOM's place: a hook before each attention module reads Q, K, V from its
+    fused projection and the ALiBi slopes from the bias it adds (slope * key index: the slope is the
+    bias at key 1 less key 0's), and a hook on its output projection replaces what enters it (the
+    heads' merged output) with the lab's. The module's own scores still run, their result unused; the
+    softmax is unchanged by BLOOM's bias being slope * j rather than the lab's -slope |i - j| (the
+    two differ by a constant per row). Returns the hooks' handles."""
+    import torch
+
+    handles = []
+    for attn in _alibi_attention(model):
+        if getattr(attn, "pretraining_tp", 1) > 1 and getattr(attn, "slow_but_exact", False):
+            raise EvalError("BLOOM with pretraining_tp > 1 and slow_but_exact: its output projection is applied in slices, "
+                            "which the lab's attention cannot enter; expected slow_but_exact false")
+
+        def before(module, args, kwargs):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            alibi = kwargs["alibi"] if "alibi" in kwargs else args[2]
+            with torch.no_grad():
+                q, k, v = module._reshape(module.query_key_value(hidden))  # [1, H, N, d] each
+            heads = module.num_heads
+            module._qattn_inputs = (q, k, v, (alibi[:heads, 0, 1] - alibi[:heads, 0, 0]).to(torch.float64).tolist())
+
+        def at_dense(dense, args, module=attn):
+            q, k, v, slopes = module._qattn_inputs
+            del module._qattn_inputs
+            out, _ = _lab_attention(module, q, k, v, None, scaling=module.inv_norm_factor, alibi=slopes)
+            return (out.reshape(1, q.shape[2], -1).to(args[0].dtype),)
+
+        handles.append(attn.register_forward_pre_hook(before, with_kwargs=True))
+        handles.append(attn.dense.register_forward_pre_hook(at_dense))
+    return handles
+
+
 def hidden_states(model, ids, plan):
     """The decoder's last hidden states [N, hidden] (after the final norm) with attention by `plan`
     (None: the model's own attention, _own_attention). Returns (hidden, attention seconds)."""
     import torch
 
     global _PLAN
-    model.set_attn_implementation(_own_attention(model) if plan is None else "qattn")
+    alibi = bool(_alibi_attention(model))
+    handles = []
+    if not alibi:
+        model.set_attn_implementation(_own_attention(model) if plan is None else "qattn")
+    elif plan is not None:
+        handles = _alibi_hooks(model)
     _PLAN = plan
     try:
         with torch.no_grad():
-            out = model.get_decoder()(input_ids=torch.from_numpy(np.asarray(ids))[None].to(model.device), use_cache=False)
+            decoder = model.base_model if alibi else model.get_decoder()  # BLOOM's get_decoder is the whole model
+            out = decoder(input_ids=torch.from_numpy(np.asarray(ids))[None].to(model.device), use_cache=False)
     finally:
         _PLAN = None
+        for h in handles:
+            h.remove()
     if plan is not None and plan.calls == 0:
-        # BLOOM's attention is its own module, not transformers' attention interface: the lab's
-        # attention would never run, and every recipe would silently equal the model's own.
+        # A model whose attention is its own module, outside transformers' attention interface (and
+        # not BLOOM's, which the hooks enter): every recipe would silently equal the model's own.
         raise EvalError(f"{type(model).__name__}: the model's attention does not go through transformers' attention interface, "
                         "so the lab cannot compute it; refused rather than reported as the model's own")
     return out.last_hidden_state[0].cpu(), (plan.seconds if plan is not None else 0.0)
@@ -507,9 +555,10 @@ def validate(e, path="<experiment>"):
         causal_lm = MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)]
     except KeyError:  # a configuration transformers maps elsewhere: the first forward pass checks instead
         causal_lm = None
-    if causal_lm is not None and not getattr(causal_lm, "_supports_attention_backend", False):
+    if causal_lm is not None and not getattr(causal_lm, "_supports_attention_backend", False) and getattr(cfg, "model_type", "") != "bloom":
         raise EvalError(f"{path}: $.model: {title}: {causal_lm.__name__}'s attention does not go through transformers' attention interface "
-                        "(BLOOM, Falcon and MPT compute their own), so the lab cannot compute it; refused before any work")
+                        "(Falcon and MPT compute their own; BLOOM's alone the lab enters, by hooks), so the lab cannot compute it; "
+                        "refused before any work")
     n_layers = cfg.num_hidden_layers
     if e["layers"] != "all":
         for i, layer in enumerate(e["layers"]):
