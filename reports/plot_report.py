@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Render a qattn report folder's figures from its figure data and results (matplotlib).
+"""Render a qattn report folder's figures from its figure data (matplotlib).
 
 Figures (PNG, in REPORT/figures/):
   p_mass_per_decade.png   mean row mass per probability decade, one panel per context length,
                           with each P format's flush threshold marked
   k_channel_outliers.png  K's worst channel absmax over the median channel's, raw vs K-mean smoothed
                           (channel_outliers.csv also holds Q and V)
-  sqnr_per_recipe.png     SQNR per recipe and layer (mean over heads and contexts)
+  sqnr_per_recipe.png     SQNR per recipe and layer (mean over heads and contexts; sqnr_by_layer.csv)
   error_vs_context.png    SQNR, KL(P_ref || P) and relative L2 against context length, per recipe
+                          (error_by_context.csv); both drawn from the lab's own aggregates
   mass_flushed.png        the reference's row mass each P format flushes, against context length
 Titles name the model and what each point pools (heads, layers, contexts); legends sit outside the
 axes; labels are never cut (bbox_inches="tight").
@@ -17,7 +18,6 @@ import csv
 import math
 import os
 import sys
-from collections import defaultdict
 
 import matplotlib
 
@@ -44,6 +44,15 @@ def save(fig, figs, name, written):
     written.append(out)
 
 
+EXACT_DB = 150  # where a bar or point whose SQNR is infinite (bit-exact rows) is drawn
+
+
+def drawn_db(text):
+    """An aggregate SQNR as drawn: its value, an infinite one (a recipe exact on every row) at EXACT_DB."""
+    v = float(text)
+    return EXACT_DB if math.isinf(v) and v > 0 else v
+
+
 def mean(xs):
     xs = list(xs)
     return sum(xs) / len(xs) if xs else float("nan")
@@ -55,7 +64,9 @@ def main():
     decades = read_csv(os.path.join(figs, "p_mass_per_decade.csv"))
     flushed = read_csv(os.path.join(figs, "mass_flushed.csv"))
     outliers = [r for r in read_csv(os.path.join(figs, "channel_outliers.csv")) if r["tensor"] == "k"]
-    results = read_csv(os.path.join(report, "results.csv"))
+    # The per-recipe aggregates the lab computed (the summary's numbers); drawn here, never recomputed.
+    by_layer = read_csv(os.path.join(figs, "sqnr_by_layer.csv"))
+    by_context = read_csv(os.path.join(figs, "error_by_context.csv"))
     model = ""
     try:
         import json
@@ -110,36 +121,35 @@ def main():
 
     # SQNR per recipe and layer; error against context length per recipe.
     recipes = []
-    for r in results:
+    for r in by_layer:
         if r["recipe"] not in recipes:
             recipes.append(r["recipe"])
-    layers = sorted({r["layer"] for r in results}, key=lambda s: (len(s), s))
-    if results:
+    layers = sorted({r["layer"] for r in by_layer}, key=lambda s: (len(s), s))
+    if by_layer:
         fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(recipes)), 4.5))
         width = 0.8 / max(1, len(layers))
         for k, l in enumerate(layers):
-            vals = [mean(min(float(r["sqnr_db"]), 150) for r in results if r["recipe"] == rec and r["layer"] == l) for rec in recipes]
-            ax.bar([i + k * width for i in range(len(recipes))], vals, width=width, label=f"layer {l}")
+            vals = {r["recipe"]: drawn_db(r["mean_sqnr_db"]) for r in by_layer if r["layer"] == l}
+            ax.bar([i + k * width for i in range(len(recipes))], [vals.get(rec, float("nan")) for rec in recipes], width=width, label=f"layer {l}")
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(recipes))], recipes, rotation=20, ha="right", fontsize=8)
-        ax.set_ylabel("SQNR (dB) vs float64 (exact drawn at 150)")
+        ax.set_ylabel(f"SQNR (dB) vs float64 (exact drawn at {EXACT_DB:.0f})")
         ax.set_title(f"{tag}output SQNR per recipe and layer (mean over heads and contexts)")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
         save(fig, figs, "sqnr_per_recipe.png", written)
 
         # Error against context: SQNR, KL (when the rows carry it) and relative L2, one panel each,
         # the contexts themselves as ticks, one legend below the panels.
-        ctxs = sorted({int(r["context"]) for r in results})
-        have_kl = any(r["kl_mean"] for r in results)
-        panels = [("sqnr_db", "SQNR (dB) vs float64", False), ("rel_l2", "relative L2 error vs float64", True)]
+        ctxs = sorted({int(r["context"]) for r in by_context})
+        have_kl = any(r["mean_kl"] for r in by_context)
+        panels = [("mean_sqnr_db", "SQNR (dB) vs float64", False), ("mean_rel_l2", "relative L2 error vs float64", True)]
         if have_kl:
-            panels.insert(1, ("kl_mean", "KL(P_ref || P) per row", True))
+            panels.insert(1, ("mean_kl", "KL(P_ref || P) per row", True))
         fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
         for ax, (col, label, logy) in zip(axes[0], panels):
             for rec in recipes:
-                ys = []
-                for c in ctxs:
-                    vals = [float(r[col]) for r in results if r["recipe"] == rec and int(r["context"]) == c and r[col] != ""]
-                    ys.append(mean(min(v, 150) if col == "sqnr_db" else max(v, 1e-12) for v in vals) if vals else float("nan"))
+                point = {int(r["context"]): r[col] for r in by_context if r["recipe"] == rec and r[col] != ""}
+                ys = [float("nan") if c not in point else drawn_db(point[c]) if col == "mean_sqnr_db" else max(float(point[c]), 1e-12)
+                      for c in ctxs]
                 ax.plot(ctxs, ys, marker="o", label=rec)
             ax.set_xscale("log", base=2)
             ax.set_xticks(ctxs, [str(c) for c in ctxs], fontsize=8)

@@ -46,6 +46,32 @@ std::string results_csv(const Experiment& e, const std::vector<json>& rows) {
 
 }
 
+// A recipe's rows grouped by one axis ("layer" or "context"), pooled over the others: the axis's
+// values in first-seen order and, per (recipe, value), the aggregates the summary's tables and the
+// figures draw (SQNR by aggregate.hpp's mean; relative L2 and KL by their plain means).
+struct ByAxis {
+  struct Cell {
+    DbMean sqnr;
+    double rel_l2 = 0, kl = 0;
+    int kl_count = 0;
+  };
+  std::vector<std::string> keys;
+  std::map<std::pair<std::string, std::string>, Cell> cells;  // (recipe, axis value)
+};
+
+ByAxis group_by(const std::vector<json>& rows, const char* axis) {
+  ByAxis g;
+  for (const json& r : rows) {
+    const std::string k = r[axis].is_string() ? r[axis].get<std::string>() : std::to_string(r[axis].get<int>());
+    if (std::find(g.keys.begin(), g.keys.end(), k) == g.keys.end()) g.keys.push_back(k);
+    ByAxis::Cell& c = g.cells[{r["recipe"].get<std::string>(), k}];
+    c.sqnr.add(as_double(r["sqnr_db"]));
+    c.rel_l2 += r["rel_l2"].get<double>();
+    if (!r["kl_mean"].is_null()) c.kl += r["kl_mean"].get<double>(), ++c.kl_count;
+  }
+  return g;
+}
+
 // summary.md: per recipe, over its (layer, head, context) rows.
 std::string summary_md(const Experiment& e, const std::vector<json>& rows, const fs::path& dir) {
   std::string md = "# " + md_text(e.name) + "\n\nPer recipe over all (layer, head, context) rows: SQNR in dB (mean of rows and worst row), "
@@ -71,13 +97,8 @@ std::string summary_md(const Experiment& e, const std::vector<json>& rows, const
   }
   // The same mean SQNR split by layer and by context (pooled over heads and the other axis).
   for (const char* axis : {"layer", "context"}) {
-    std::vector<std::string> keys;
-    std::map<std::pair<std::string, std::string>, DbMean> cell;  // (recipe, key) -> its rows' SQNR
-    for (const json& r : rows) {
-      const std::string k = r[axis].is_string() ? r[axis].get<std::string>() : std::to_string(r[axis].get<int>());
-      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-      cell[{r["recipe"].get<std::string>(), k}].add(as_double(r["sqnr_db"]));
-    }
+    const ByAxis g = group_by(rows, axis);
+    const std::vector<std::string>& keys = g.keys;
     if (keys.size() < 2) continue;
     md += fmt::format("\nMean SQNR dB by {} (over heads{}):\n\n| recipe |", axis, std::string(axis) == "layer" ? " and contexts" : " and layers");
     for (const auto& k : keys) md += " " + std::string(axis) + " " + md_text(k) + " (dB) |";
@@ -87,9 +108,9 @@ std::string summary_md(const Experiment& e, const std::vector<json>& rows, const
       std::string line = fmt::format("| {} |", md_code(name));
       bool any = false;
       for (const auto& k : keys) {
-        const auto it = cell.find({name, k});
-        any |= it != cell.end();
-        line += it == cell.end() ? " - |" : fmt::format(" {:.2f} |", it->second.mean());
+        const auto it = g.cells.find({name, k});
+        any |= it != g.cells.end();
+        line += it == g.cells.end() ? " - |" : fmt::format(" {:.2f} |", it->second.sqnr.mean());
       }
       if (any) md += line + "\n";
     }
@@ -122,6 +143,32 @@ std::string summary_md(const Experiment& e, const std::vector<json>& rows, const
 
 }
 
+// figures/sqnr_by_layer.csv and error_by_context.csv: what sqnr_per_recipe.png and
+// error_vs_context.png draw, aggregated here (the summary's tables' numbers), not by the plotter.
+void write_error_figure_data(const Experiment& e, const std::vector<json>& rows, const fs::path& dir) {
+  std::string by_layer = "recipe,layer,mean_sqnr_db,rows,exact_rows\n", by_context = "recipe,context,mean_sqnr_db,mean_kl,mean_rel_l2,rows\n";
+  const ByAxis layers = group_by(rows, "layer"), contexts = group_by(rows, "context");
+  for (const auto& [name, recipe] : e.recipes) {
+    (void)recipe;
+    for (const std::string& k : layers.keys) {
+      const auto it = layers.cells.find({name, k});
+      if (it == layers.cells.end()) continue;
+      const DbMean& m = it->second.sqnr;
+      by_layer += fmt::format("{},{},{},{},{}\n", csv_text(name), csv_text(k), m.mean(), m.count(), m.exact_count());
+    }
+    for (const std::string& k : contexts.keys) {
+      const auto it = contexts.cells.find({name, k});
+      if (it == contexts.cells.end()) continue;
+      const ByAxis::Cell& c = it->second;
+      by_context += fmt::format("{},{},{},{},{},{}\n", csv_text(name), k, c.sqnr.mean(), c.kl_count ? fmt::format("{}", c.kl / c.kl_count) : "",
+                                c.rel_l2 / c.sqnr.count(), c.sqnr.count());
+    }
+  }
+  fs::create_directories(dir / "figures");
+  write_atomic(dir / "figures" / "sqnr_by_layer.csv", by_layer);
+  write_atomic(dir / "figures" / "error_by_context.csv", by_context);
+}
+
 // figures/*.csv from the statistics log.
 void write_figure_data(const std::vector<json>& stats, const fs::path& dir) {
   std::string decades = "layer,head,context,decade_low,mass\n", flushed = "layer,head,context,p_format,threshold,mass_flushed\n",
@@ -151,6 +198,7 @@ void write_run_report(const Experiment& e, const ReportRun& report, bool summary
   const std::vector<json> rows = read_log(dir / "results.jsonl");
   write_atomic(dir / "results.csv", results_csv(e, rows));
   write_figure_data(read_log(dir / "stats.jsonl"), dir);
+  write_error_figure_data(e, rows, dir);
   static constexpr ReportKind kRun = ReportKind::run;
   report.finish(summary_md(e, rows, dir),
                 {.files = "summary.md, results.csv, results.jsonl, config.json, figures/", .figures = &kRun, .print = summary, .draw = summary,

@@ -3,6 +3,7 @@
 with --resume gives exactly the rows of an uninterrupted run; an existing report folder is refused
 without --resume or --force; config mistakes are one clear error each, before any work.
 Usage: test_run.py QATTN DUMP"""
+import csv
 import json
 import os
 import subprocess
@@ -44,9 +45,24 @@ with tempfile.TemporaryDirectory() as tmp:
     if len(full) != 2 * 2 * 4 * 2:  # layers x contexts x recipes x heads
         fails.append(f"full run has {len(full)} rows, expected 32")
     for name in ("config.json", "results.csv", "summary.md", "stats.jsonl", "figures/p_mass_per_decade.csv",
-                 "figures/mass_flushed.csv", "figures/channel_outliers.csv"):
+                 "figures/mass_flushed.csv", "figures/channel_outliers.csv", "figures/sqnr_by_layer.csv", "figures/error_by_context.csv"):
         if not os.path.exists(os.path.join(exp["output"], name)):
             fails.append(f"missing {name}")
+    # The figures draw the summary's own numbers: each (recipe, layer) cell of its by-layer table is the
+    # figure data's mean SQNR, and each context's mean over its rows.
+    summary = open(os.path.join(exp["output"], "summary.md")).read()
+    table = summary.split("Mean SQNR dB by layer")[1].split("\n\n")[1].splitlines()
+    layers = [h.strip().split()[1] for h in table[0].split("|")[2:-1]]  # "| recipe | layer 0 (dB) | ..."
+    cells = {(line.split("|")[1].strip().strip("`"), layer): line.split("|")[2 + k].strip()
+             for line in table[2:] for k, layer in enumerate(layers)}
+    by_layer = list(csv.DictReader(open(os.path.join(exp["output"], "figures", "sqnr_by_layer.csv"))))
+    if len(by_layer) != len(cells) or any(f"{float(r['mean_sqnr_db']):.2f}" != cells[(r["recipe"], r["layer"])] for r in by_layer):
+        fails.append(f"sqnr_by_layer.csv differs from the summary's table: {by_layer} vs {cells}")
+    by_context = list(csv.DictReader(open(os.path.join(exp["output"], "figures", "error_by_context.csv"))))
+    for r in by_context:
+        mine = [float(x["sqnr_db"]) for x in map(json.loads, full) if x["recipe"] == r["recipe"] and int(x["context"]) == int(r["context"])]
+        if int(r["rows"]) != len(mine) or abs(float(r["mean_sqnr_db"]) - sum(mine) / len(mine)) > 1e-9 * abs(float(r["mean_sqnr_db"])):
+            fails.append(f"error_by_context.csv's {r['recipe']} at {r['context']}: {r} vs the mean of {mine}")  # 1e-9: summation order only
 
     # Interrupted: the first 3 units (2 head rows each) survive, plus a torn half line.
     exp["output"] = os.path.join(tmp, "cut")
