@@ -76,6 +76,25 @@ def open_model(args):
     return _m.open_any(args.model, args.cache_dir, device=args.device, dtype=args.compute, random_weights=args.random_weights)
 
 
+def head_selection(heads, hq, hkv):
+    """(query heads, KV heads) to store for --heads (None: all). Whole GQA groups only: a group's query
+    heads share one K and V, and a recipe's per-KV-head scales are taken over the whole group, so a
+    part of one would be another problem. Raises ValueError naming the group otherwise."""
+    if heads is None:
+        return list(range(hq)), list(range(hkv))
+    group = hq // hkv
+    bad = [h for h in heads if not 0 <= h < hq]
+    if bad:
+        raise ValueError(f"query head {bad[0]} is outside 0..{hq - 1}")
+    kv = sorted({h // group for h in heads})
+    want = [g * group + i for g in kv for i in range(group)]
+    if sorted(set(heads)) != want:
+        g = next(g for g in kv if any(g * group + i not in heads for i in range(group)))
+        raise ValueError(f"query heads {g * group}..{g * group + group - 1} share KV head {g} ({hq} query heads over {hkv} KV heads); "
+                         f"expected whole groups, e.g. {','.join(map(str, range(g * group, g * group + group)))}")
+    return want, kv
+
+
 def attention_f64(q, k, v, scale, causal, window, rows, softcap=0.0, sinks=None, chunk=0, alibi=None):
     """Float64 attention for query rows `rows` of every head. q [Hq,N,d], k [Hkv,N,d], v [Hkv,N,dv]; softcap c > 0
     caps the scaled scores (c tanh(s / c)); sinks [Hq] join each head's denominator; chunk C > 0 keeps
@@ -171,6 +190,13 @@ class LayerSink:
 
     def add(self, idx, c):
         args, rows = self.args, self.rows
+        try:
+            qh, kvh = head_selection(args.heads, c["q"].shape[0], c["k"].shape[0])
+        except ValueError as e:
+            die(f"--heads: layer {idx}: {e}")
+        if args.heads is not None:  # the chosen query heads' tensors, with their KV heads'
+            c = dict(c, q=c["q"][qh], k=c["k"][kvh], v=c["v"][kvh], out=c["out"][qh],
+                     sinks=None if c["sinks"] is None else c["sinks"][qh], alibi=None if c["alibi"] is None else c["alibi"][qh])
         if not all(np.isfinite(c[t]).all() for t in ("q", "k", "v", "out")):
             die(f"layer {idx}: non-finite values in the captured tensors")
         for t in ("q", "k", "v"):
@@ -227,6 +253,7 @@ def parse_args(argv):
     ap.add_argument("--text-column", default=None, help="the column (JSON Lines key, Parquet column) holding the text; its rows are joined")
     ap.add_argument("--tokens", type=int, required=True, help=f"context length N (at most {MAX_TOKENS})")
     ap.add_argument("--layers", default="all", help="comma-separated layer indices, or 'all'")
+    ap.add_argument("--heads", default="all", help="comma-separated query heads (whole GQA groups, stored with their KV heads), or 'all'")
     ap.add_argument("--dtype", choices=sorted(STORAGE), default="fp16", help="storage dtype")
     ap.add_argument("--compute", choices=sorted(TOL_CAPTURED), default="fp32", help="the dtype the model's weights and compute use")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the model runs")
@@ -246,6 +273,10 @@ def parse_args(argv):
         ap.error(f"--tokens {args.tokens}: expected 1 to {MAX_TOKENS}")
     if args.text_column and not args.text:
         ap.error("--text-column names a column of --text's file; give --text")
+    try:
+        args.heads = None if args.heads == "all" else [int(x) for x in args.heads.split(",")]
+    except ValueError:
+        ap.error(f"--heads {args.heads!r}: expected comma-separated query head indices or 'all'")
     return args
 
 
@@ -280,6 +311,12 @@ def main(argv=None):
     for layer in layers:
         if not 0 <= layer < n_layers:
             die(f"--layers: layer {layer} is outside 0..{n_layers - 1} of {provenance['model']}")
+    hq = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", None)
+    if args.heads is not None and hq:  # checked again on each layer's tensors
+        try:
+            head_selection(args.heads, hq, getattr(cfg, "num_key_value_heads", None) or hq)
+        except ValueError as e:
+            die(f"--heads: {e}")
     max_ctx = getattr(cfg, "max_position_embeddings", None)
     if max_ctx and args.tokens > max_ctx:
         die(f"--tokens {args.tokens} exceeds the model's context {max_ctx}")
@@ -314,6 +351,8 @@ def main(argv=None):
             for key, value in provenance.items():
                 a[key] = value
             a["text_source"] = text_source
+            if args.heads is not None:
+                a["query_heads"] = ",".join(map(str, sorted(set(args.heads))))  # the model's indices of the stored query heads
             a["n_tokens"] = np.int64(n)
             a["created_by"] = "datasets/dump/dump_qkv.py"
             a["created_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

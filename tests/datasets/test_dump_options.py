@@ -121,6 +121,26 @@ def test_weights_larger_than_free_memory_are_refused_before_loading(tmp_path):
     assert not (tmp_path / "h.h5").exists()
 
 
+def test_chosen_query_heads_with_their_kv_heads(tiny, tmp_path):
+    """--heads stores whole GQA groups: the tiny Llama's query heads 2 and 3 with their KV head 1, the
+    very tensors of a full dump; part of a group is refused by name, nothing written."""
+    ckpt, txt = tiny
+    assert dump("--model", ckpt, "--text", txt, "--tokens", 64, "--out", tmp_path / "all.h5").returncode == 0
+    r = dump("--model", ckpt, "--text", txt, "--tokens", 64, "--heads", "3,2", "--out", tmp_path / "some.h5")
+    assert r.returncode == 0, r.stderr
+    with h5py.File(tmp_path / "all.h5") as a, h5py.File(tmp_path / "some.h5") as b:
+        assert b.attrs["query_heads"] == "2,3"
+        for layer in ("0", "1"):
+            assert np.array_equal(b[f"layers/{layer}/q"][()], a[f"layers/{layer}/q"][2:4])
+            assert np.array_equal(b[f"layers/{layer}/k"][()], a[f"layers/{layer}/k"][1:2])
+            assert np.array_equal(b[f"layers/{layer}/v"][()], a[f"layers/{layer}/v"][1:2])
+    for heads, message in (("1", "query heads 0..1 share KV head 0 (4 query heads over 2 KV heads); expected whole groups, e.g. 0,1"),
+                           ("0,1,7", "query head 7 is outside 0..3"), ("x", "--heads 'x': expected comma-separated")):
+        r = dump("--model", ckpt, "--text", txt, "--tokens", 64, "--heads", heads, "--out", tmp_path / "bad.h5")
+        assert r.returncode != 0 and message in r.stderr, (heads, r.stderr)
+        assert not (tmp_path / "bad.h5").exists()
+
+
 def test_a_failed_check_leaves_nothing(tiny, tmp_path):
     # Layers are written as they are captured; a later layer's failure must still leave no file.
     ckpt, txt = tiny
