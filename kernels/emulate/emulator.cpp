@@ -19,6 +19,7 @@
 #include "kernels/problem/parallel_tasks.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
+#include "kernels/numerics/aten_math.hpp"
 #include "kernels/numerics/sfu_math.hpp"
 #include "kernels/formats/value_table.hpp"
 
@@ -357,6 +358,7 @@ class RowEmulator {
         cap_in_(p.softcap > 0 ? static_cast<float>(p.scale() / p.softcap) : 0.0f),
         cap_out_(p.softcap > 0 ? static_cast<float>(p.softcap) * kLog2e : 0.0f),
         ex2_(r.exp2 == Exp2Math::sfu ? &ex2_approx_ftz : &exp2_rn),
+        scale_(static_cast<float>(p.scale())),
         rounder_(pf_.bits <= 16 && pf_.specials != Specials::e8m0 ? std::optional<NonNegativeRounder>(pf_) : std::nullopt) {
     for (const double slope : p.alibi) alibi_raw_.push_back(static_cast<float>(slope / p.scale()));
   }
@@ -422,6 +424,17 @@ class RowEmulator {
   // l's update by one tile's values (rowsum=sequential: their sum, key by key, added into the
   // rescaled l; lanes: each key onto its lane's rescaled partial, the lanes combined in finish()).
   void add_to_l(Split& sp, float alpha, const float* values, int count) const {
+    if (r_.row_sum == RowSum::vec16) {
+      const int whole = count - count % 16;
+      float lane[16] = {};
+      for (int jj = 0; jj < whole; ++jj) lane[jj % 16] += values[jj];
+      for (int half = 8; half >= 1; half /= 2)
+        for (int k = 0; k < half; ++k) lane[k] += lane[k + half];
+      float sum = lane[0];
+      for (int jj = whole; jj < count; ++jj) sum += values[jj];
+      sp.l = std::fma(alpha, sp.l, sum);
+      return;
+    }
     if (r_.row_sum == RowSum::lanes) {
       for (float& x : sp.lane_l) x *= alpha;
       for (int jj = 0; jj < count; ++jj) sp.lane_l[(jj % 8) / 2] += values[jj];
@@ -447,8 +460,11 @@ class RowEmulator {
     // A row's visible keys form one interval: checking the tile's ends decides the whole tile.
     const bool all_visible = p_.visible(row.i, j0) && p_.visible(row.i, j1 - 1);
     // s_: the logits in exp2 units (expform=fa: before the exp2 scale, as FlashAttention keeps them).
-    const bool fa = r_.exp_form == ExpForm::fa;
-    const auto logit = [&](float raw, int j) { return fa ? logit_pre(raw, row.h, row.i, j) : logit2(raw, row.h, row.i, j); };
+    const bool fa = r_.exp_form == ExpForm::fa, aten = r_.exp_form == ExpForm::aten;
+    // expform=aten: the score times the softmax scale, in natural-log units (ATen's qk * scaling_factor).
+    const auto logit = [&](float raw, int j) {
+      return fa ? logit_pre(raw, row.h, row.i, j) : aten ? logit_pre(raw, row.h, row.i, j) * scale_ : logit2(raw, row.h, row.i, j);
+    };
     if (all_visible && scorer_.fp32_tiles()) {
       scorer_.score_tile_fp32(row.h, kh, row.i, j0, w, s_.data());
       for (int jj = 0; jj < w; ++jj) {
@@ -476,13 +492,20 @@ class RowEmulator {
       // Lazy rescale (FlashAttention-4): keep the old max while it grew by at most tau.
       if (r_.lazy_rescale_tau > 0 && sp.m != kNegInf && m_new - sp.m <= static_cast<float>(r_.lazy_rescale_tau)) m_new = sp.m;
       if (m_new == kNegInf) return;  // nothing visible yet
-      alpha = sp.m == kNegInf ? 0.0f : ex2_(sp.m - m_new);
+      alpha = sp.m == kNegInf ? 0.0f : aten ? exp_rn(sp.m - m_new) : ex2_(sp.m - m_new);
     }
-    const auto p_of = [&](float s) { return s == kNegInf ? 0.0f : ex2_(fa ? std::fma(s, c2, -m_new) : s - m_new); };
+    // expform=aten: ATen's vectorized exp on the tile's whole 16-key vectors, std::exp on the rest.
+    const int vectors = w - w % 16;
+    const auto p_at = [&](float s, int jj) {
+      if (s == kNegInf) return 0.0f;
+      if (aten) return jj < vectors ? aten_fexp_u20(s - m_new) : exp_rn(s - m_new);
+      return ex2_(fa ? std::fma(s, c2, -m_new) : s - m_new);
+    };
+    const auto p_of = [&](float s) { return p_at(s, 0); };
     float pq_sum = 0;
     l_terms_.resize(wt);
     for (int jj = 0; jj < w; ++jj) {
-      const float pv_float = p_of(s_[jj]);
+      const float pv_float = p_at(s_[jj], jj);
       // P quantized against the running max with the static multiplier: value in the code domain.
       pq_[jj] = rounder_ ? rounder_->round(pv_float * p_mult_) : static_cast<float>(decode(pf_, quantize(pf_, pv_float, p_mult_)));
       l_terms_[jj] = r_.denominator == Denominator::quantized_p ? pq_[jj] : pv_float;
@@ -614,7 +637,8 @@ class RowEmulator {
         const int sp = row.split_of_key[j];
         if (sp < 0) continue;
         // The factors the online softmax applied to this key's P afterwards, in float64.
-        out.weights[j] *= std::exp2(static_cast<double>(row.m_at_key[j]) - row.splits[sp].m) * f[sp] / denom;
+        const double dm = static_cast<double>(row.m_at_key[j]) - row.splits[sp].m;  // expform=aten: natural-log units
+        out.weights[j] *= (r_.exp_form == ExpForm::aten ? std::exp(dm) : std::exp2(dm)) * f[sp] / denom;
       }
     }
   }
@@ -628,6 +652,7 @@ class RowEmulator {
   Format pf_;
   float p_mult_, c_, cap_in_, cap_out_;
   float (*ex2_)(float);  // the softmax's exp2 (exp2=rn: correctly rounded; sfu: the H100's ex2.approx.ftz)
+  float scale_;          // expform=aten: the softmax scale, fp32
   std::optional<NonNegativeRounder> rounder_;
   std::vector<float> alibi_raw_;  // ALiBi's slopes over the softmax scale, fp32 (one per query head)
   std::vector<double> terms_;
@@ -807,6 +832,10 @@ std::string variant_not_modelled(const Problem& p, const Recipe& recipe) {
   if (!p.alibi.empty() && (integer || r.q_prescale)) {
     return "the problem adds ALiBi slopes, which recipe " + (integer ? softmax : std::string("qprescale=1")) +
            " does not model; expected the float online softmax with the scale applied to the score";
+  }
+  if ((p.softcap > 0 || !p.sinks.empty()) && r.exp_form == ExpForm::aten) {
+    return std::string("the problem ") + (p.softcap > 0 ? "soft-caps its logits" : "has sink logits") +
+           ", which expform=aten (PyTorch's CPU flash attention, which has neither) does not model; expected expform=lab or fa";
   }
   if (!p.alibi.empty() && p.softcap > 0) return "the problem both soft-caps and adds ALiBi slopes, an order no kernel or model fixes; expected one of the two";
   return "";

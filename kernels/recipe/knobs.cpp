@@ -55,8 +55,8 @@ constexpr std::pair<const char*, bool> kQkScale[] = {{"joint", false}, {"sequent
 constexpr std::pair<const char*, bool> kPad[] = {{"none", false}, {"zero", true}};
 constexpr std::pair<const char*, bool> kKZero[] = {{"codes", false}, {"qsum", true}};
 constexpr std::pair<const char*, bool> kOrder[] = {{"forward", false}, {"reverse", true}};
-constexpr std::pair<const char*, ExpForm> kExpForm[] = {{"lab", ExpForm::lab}, {"fa", ExpForm::fa}};
-constexpr std::pair<const char*, RowSum> kRowSum[] = {{"sequential", RowSum::sequential}, {"lanes", RowSum::lanes}};
+constexpr std::pair<const char*, ExpForm> kExpForm[] = {{"lab", ExpForm::lab}, {"fa", ExpForm::fa}, {"aten", ExpForm::aten}};
+constexpr std::pair<const char*, RowSum> kRowSum[] = {{"sequential", RowSum::sequential}, {"lanes", RowSum::lanes}, {"vec16", RowSum::vec16}};
 constexpr std::pair<const char*, Norm> kNorm[] = {{"div", Norm::div}, {"rcp", Norm::rcp}, {"sfu", Norm::sfu}};
 constexpr std::pair<const char*, Exp2Math> kExp2[] = {{"rn", Exp2Math::rn}, {"sfu", Exp2Math::sfu}};
 
@@ -242,10 +242,13 @@ const RecipeKnob kKnobs[] = {
      [](const Recipe&) { return Values{"fp32", "fp16", "bf16"}; }, 18, "out=bf16", kHostQuantized},
     // The float softmax's vendor math (recipe.hpp): written only when moved, so earlier recipes print as before.
     {"expform", QATTN_ENUM(exp_form, kExpForm), [](const Recipe& r) { return r.exp_form != ExpForm::lab; }, QATTN_RESET(exp_form),
-     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online && r.lazy_rescale_tau == 0 ? Values{"lab", "fa"} : Values{}; }, 19,
+     [](const Recipe& r) {
+       if (r.softmax != SoftmaxKind::float_online || r.lazy_rescale_tau != 0) return Values{};
+       return r.split_k == 1 && !r.q_prescale ? Values{"lab", "fa", "aten"} : Values{"lab", "fa"};
+     }, 19,
      "expform=fa", kNoFamily},
     {"rowsum", QATTN_ENUM(row_sum, kRowSum), [](const Recipe& r) { return r.row_sum != RowSum::sequential; }, QATTN_RESET(row_sum),
-     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"sequential", "lanes"} : Values{}; }, 20, "rowsum=lanes",
+     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"sequential", "lanes", "vec16"} : Values{}; }, 20, "rowsum=lanes",
      kNoFamily},
     {"norm", QATTN_ENUM(norm, kNorm), [](const Recipe& r) { return r.norm != Norm::div; }, QATTN_RESET(norm),
      [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"div", "rcp", "sfu"} : Values{}; }, 21, "norm=rcp", kNoFamily},

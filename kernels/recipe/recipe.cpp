@@ -163,6 +163,10 @@ void validate(const Recipe& r) {
       r.softmax != SoftmaxKind::float_online) {
     bad("expform/rowsum/norm/exp2", "the vendor math of the float softmax: they need softmax=float");
   }
+  if (r.exp_form == ExpForm::aten && (r.split_k != 1 || r.q_prescale || r.lazy_rescale_tau != 0)) {
+    bad("expform", "aten keeps m on the scaled scores in natural-log units, as ATen's CPU kernel does, one split without a prescaled Q "
+                   "or lazy rescale: expected split=1, qprescale=0, tau=0");
+  }
   if (r.exp_form == ExpForm::fa && r.lazy_rescale_tau != 0) {
     bad("expform", "fa keeps the running max on raw scores; the lazy rescale's tau is in exp2 units: use one of them (tau=0)");
   }

@@ -50,6 +50,9 @@ enum class Rounding : std::uint8_t { nearest_even, toward_zero };
 enum class ExpForm : std::uint8_t {
   lab,  // p = exp2(fp32(s c) - m), alpha = exp2(m_old - m_new): every product and difference rounded
   fa,   // p = exp2(fma(s, c, -fp32(m c))), alpha = exp2(fp32(fp32(m_old - m_new) c)), m on raw scores
+  aten, // PyTorch's CPU flash attention in bf16 / fp16: natural exp, m on the scaled scores fp32(s scale);
+        // p = fexp_u20(fp32(s scale) - m) on each whole 16-key vector of a tile, exp on the tile's last
+        // keys, alpha = exp(m_old - m_new) (kernels/numerics/aten_math.hpp); exp2 is not used
 };
 
 // How the softmax's denominator l is summed across the keys of a row.
@@ -58,6 +61,9 @@ enum class RowSum : std::uint8_t {
   lanes,       // four partial sums, lane k taking the columns 8b + 2k and 8b + 2k + 1 of each tile in order
                // (an m16n8 / wgmma accumulator's quad), each rescaled and added onto key by key, then
                // combined by a butterfly at the end: (l0 + l2) + (l1 + l3)
+  vec16,       // ATen's CPU kernel: per tile, sixteen partial sums (lane k: the keys 16b + k of the tile's
+               // whole vectors), reduced by its shuffle tree (lane k with k + 8, then + 4, + 2, + 1), then
+               // the tile's last keys added in order; l = fma(alpha, l, that sum)
 };
 
 // The final normalization O / l.

@@ -10,6 +10,7 @@
 #include "kernels/numerics/qflash.hpp"
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
+#include "kernels/numerics/aten_math.hpp"
 #include "kernels/numerics/sfu_math.hpp"
 #include "kernels/formats/numeric_failure.hpp"
 #include "reference/attention.hpp"
@@ -1129,4 +1130,58 @@ TEST_CASE("vendor math of the float softmax on hand-worked rows: expform=fa, row
   lazy.exp_form = ExpForm::fa;
   lazy.lazy_rescale_tau = 2;
   CHECK(error_text([&] { validate(lazy); }).find("recipe field 'expform'") != std::string::npos);
+}
+
+TEST_CASE("PyTorch's CPU flash attention on hand-worked rows: expform=aten, rowsum=vec16", "[emulate][vendor]") {
+  const auto run = [](const Problem& p, ExpForm e, RowSum sum, int block_k = 64) {
+    Recipe r = fp32_recipe();
+    r.exp_form = e;
+    r.row_sum = sum;
+    r.tiles.block_k = block_k;
+    return emulate(p, r).out.data[0];
+  };
+  // Twenty keys in one tile, scores 0 (keys 0 and 16-19) and -17.5 (keys 1-15): the first sixteen
+  // (one whole vector) take ATen's fexp_u20, f = fexp(0) = 0.99994659 (bits 0x3f7ffc80) and
+  // t = fexp(-17.5) = 2.51e-8, the last four std::exp, 1. V = 1 on key 0 (a vector key) or on key 16
+  // (a tail key), 0 elsewhere: out = f / l or 1 / l. vec16 sums the vector in lanes reduced by the
+  // halving tree, then adds the four 1s in order; sequential adds the twenty one after another, which
+  // here rounds differently (t is near half an ulp of the running sum).
+  const float f = aten_fexp_u20(0.0f), t = aten_fexp_u20(-17.5f);
+  REQUIRE(std::bit_cast<std::uint32_t>(f) == 0x3f7ffc80u);
+  std::vector<float> scores(20, 0.0f), at0(20, 0.0f), at16(20, 0.0f);
+  for (int j = 1; j < 16; ++j) scores[j] = -17.5f;
+  at0[0] = at16[16] = 1.0f;
+  const Problem vector_key = hand_problem(20, 1, std::vector<float>(20, 1.0f), scores, at0, 0);
+  const Problem tail_key = hand_problem(20, 1, std::vector<float>(20, 1.0f), scores, at16, 0);
+  float lane[16];
+  for (int k = 0; k < 16; ++k) lane[k] = k == 0 ? f : t;
+  for (int half = 8; half >= 1; half /= 2)
+    for (int k = 0; k < half; ++k) lane[k] += lane[k + half];
+  const float l_vec16 = lane[0] + 1.0f + 1.0f + 1.0f + 1.0f;
+  float l_seq = 0;
+  for (int j = 0; j < 20; ++j) l_seq += j == 0 ? f : j < 16 ? t : 1.0f;
+  REQUIRE(l_vec16 != l_seq);
+  CHECK(run(vector_key, ExpForm::aten, RowSum::vec16) == f / l_vec16);
+  CHECK(run(tail_key, ExpForm::aten, RowSum::vec16) == 1.0f / l_vec16);
+  CHECK(run(vector_key, ExpForm::aten, RowSum::sequential) == f / l_seq);
+  CHECK(run(tail_key, ExpForm::lab, RowSum::sequential) != 1.0f / l_vec16);  // exp2 of 0 is 1 on every key
+
+  // The rescale: one key a tile, scores 5.3 then 8 (a new max), V = 1 and 0: out = alpha / (alpha + 1),
+  // alpha = exp(fp32(5.3) - 8) in ATen's natural-log units (a lone key is a tail: std::exp, p = 1);
+  // l = fma(alpha, 1, 1). The lab's form rescales by exp2 of the scores times log2(e), another rounding.
+  const Problem rescaled = hand_problem(2, 1, {1.0f, 1.0f}, {5.3f, 8.0f}, {1.0f, 0.0f}, 1);
+  const float alpha = exp_rn(5.3f - 8.0f);
+  CHECK(run(rescaled, ExpForm::aten, RowSum::vec16, 1) == alpha / std::fma(alpha, 1.0f, 1.0f));
+  REQUIRE(run(rescaled, ExpForm::lab, RowSum::sequential, 1) != alpha / (alpha + 1.0f));
+
+  // Refusals: aten with key splits; a problem with a soft-cap or sink logits, which ATen's kernel lacks.
+  Recipe split = fp32_recipe();
+  split.exp_form = ExpForm::aten;
+  split.split_k = 2;
+  CHECK(error_text([&] { validate(split); }).find("recipe field 'expform'") != std::string::npos);
+  split.split_k = 1;
+  Problem capped = random_problem(2, 1, 40, 16, 3);
+  capped.softcap = 30;
+  CHECK(variant_not_modelled(capped, split).find("which expform=aten (PyTorch's CPU flash attention, which has neither) does not model") !=
+        std::string::npos);
 }
