@@ -43,6 +43,19 @@ const std::vector<RecipePreset>& recipe_presets() {
        "github Dao-AILab/flash-attention, commit 0251105, hopper/; run as PyPI fa3-fwd 0.0.3 on the H200",
        "run on the H200 (scripts/peers/prove-peers-on-h200.sh): bf16 Q, K, V and P, the denominator in fp32, its tiles by head dim and mask (tiles=fa3_sm90: "
        "192x128 at d 64 causal, 192x192 not causal, 128x128 / 128x176 at d 128), taken from the last to the first (order=reverse); the measured bf16 wgmma accumulators change nothing; see the README's presets table"},
+      {"pytorch-cpu-flash-bf16", "q=bf16 k=bf16 v=bf16 p=bf16 acc.qk=exact denominator=float tiles=256x512 expform=aten rowsum=vec16 norm=rcp out=bf16",
+       "github pytorch/pytorch, aten/src/ATen/native/cpu/FlashAttentionKernel.cpp (cpu_flash_attention) and the AVX512 Vectorized<float>::fexp_u20; "
+       "run as PyTorch 2.9.1 (PyPI torch, AVX512 build) on an x86 CPU with avx512_bf16",
+       "run on the 2-core x86 machine (scripts/peers/record_pytorch_cpu_flash.py; tests/data/pytorch-2.9.1-cpu), the rule met on the shipped dump and "
+       "three random inputs: bf16 Q, K, V and P, 512-key tiles, the scores times the scale in fp32 and ATen's fast exponential on each whole "
+       "16-key vector, std::exp on a tile's last keys and on the rescale (expform=aten), its row sums in 16 lanes (rowsum=vec16), the "
+       "denominator from fp32 P, O times fp32(1 / l) (norm=rcp); Q K^T as if summed exactly (acc.qk=exact: the nearest of the lab's orders to "
+       "the bf16 GEMM's), P V in fp32; not modelled: the GEMMs' own summation orders; the AVX2 build's 8-float vectors"},
+      {"pytorch-cpu-flash-fp16", "q=fp16 k=fp16 v=fp16 p=fp16 denominator=float tiles=256x512 expform=aten rowsum=vec16 norm=rcp out=fp16",
+       "github pytorch/pytorch, aten/src/ATen/native/cpu/FlashAttentionKernel.cpp and the AVX512 Vectorized<float>::fexp_u20; run as PyTorch 2.9.1 (AVX512 build)",
+       "as pytorch-cpu-flash-bf16 with fp16 inputs, P and output, Q K^T summed in fp32 in order (tests/data/pytorch-2.9.1-cpu); the rule met on two "
+       "of five inputs, 3.6-15 dB short on the others: the fp16 GEMM's summation order of Q K^T is not modelled (moving acc.qk between the lab's "
+       "two orders moves the distance by 5-13 dB, more than any other knob)"},
       {"llamacpp-q8_0",
        "q=int8/group:32/round:away k=int8/group:32/scale:fp16/codes:fp32/round:away v=int8/group:32/scale:fp16/codes:fp32/round:away "
        "acc.qk=exact p=fp32 acc.pv=fp32 tiles=1x32 split=4",

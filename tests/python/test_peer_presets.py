@@ -266,3 +266,54 @@ def test_llamacpp_cpu_f16_decode_knobs_each_needed():
         at4 = recorded_distance(four, layer, "preset=llamacpp-f16-cpu-decode split=4")
         assert at4 > measured - 0.5
         assert at4 > recorded_distance(four, layer, "preset=llamacpp-f16-cpu-decode") + 20
+
+
+TORCH_CPU = "pytorch-2.9.1-cpu"
+TORCH_CASES = [("smollm2", "7"), ("smollm2", "22"), ("g2-n600-d128-causal", "0"), ("h1-n300-d256-full", "0"), ("g3-n1000-d64-causal", "0")]
+
+
+@functools.lru_cache(maxsize=None)
+def torch_cpu(case, layer, dtype, recipe):
+    """(kernel vs recipe, recipe vs float64) SQNR, heads pooled, on the recorded rows of PyTorch's CPU
+    flash attention (tests/data/pytorch-2.9.1-cpu/README.md)."""
+    rec = next(l for l in qattn.read_outputs(os.path.join(RECORDED, TORCH_CPU, f"{case}-{dtype}.h5"))["layers"] if l["layer"] == layer)
+    d = qattn.load_layer(DUMP if case == "smollm2" else os.path.join(RECORDED, TORCH_CPU, case + ".h5"), layer)
+    args = dict(causal=d["causal"], softmax_scale=d["softmax_scale"], rows=rec["rows"])
+    emu = qattn.emulate(d["q"], d["k"], d["v"], recipe, **args)["out"]
+    ref = qattn.reference(d["q"], d["k"], d["v"], **args)["out"]
+    return qattn.compare(rec["o"], emu)["sqnr_db"], qattn.compare(emu, ref)["sqnr_db"]
+
+
+@pytest.mark.parametrize("case, layer", TORCH_CASES)
+def test_pytorch_cpu_flash_bf16_preset_meets_the_rule_on_every_input(case, layer):
+    # 85.9-94.0 dB from the kernel where the rule asks 73.4-80.3 (30 dB beyond the recipe's own error).
+    near, err = torch_cpu(case, layer, "bf16", "preset=pytorch-cpu-flash-bf16")
+    assert near >= err + 30, (near, err)
+
+
+@pytest.mark.parametrize("case, layer, measured", [
+    # The fp16 preset as near as measured (the rule, 30 dB beyond 71-73 dB, is met on the two random
+    # causal inputs; 3.6-15 dB short elsewhere: the fp16 GEMM's order of Q K^T, not modelled); 0.5 dB
+    # below, so a change that moves the preset away from the kernel fails.
+    ("smollm2", "7", 98.95), ("smollm2", "22", 99.30), ("g2-n600-d128-causal", "0", 104.32), ("h1-n300-d256-full", "0", 86.28),
+    ("g3-n1000-d64-causal", "0", 102.20),
+])
+def test_pytorch_cpu_flash_fp16_preset_stays_as_near_as_measured(case, layer, measured):
+    near, err = torch_cpu(case, layer, "fp16", "preset=pytorch-cpu-flash-fp16")
+    assert near > measured - 0.5, near
+    if case.startswith(("g2", "g3")):
+        assert near >= err + 30
+
+
+@pytest.mark.parametrize("dtype, case, flip, at_least", [
+    # ATen's fast exponential is most of what separated a generic bf16 recipe from the kernel (65
+    # against 86-94 dB); the output's rounding is needed too, and O times the reciprocal of l (4.9 dB
+    # on the fp16 GQA input; elsewhere it moves less than the unmodelled GEMM orders do).
+    ("bf16", "smollm2", "expform=lab rowsum=sequential", 15), ("bf16", "smollm2", "out=fp32", 30),
+    ("fp16", "g2-n600-d128-causal", "norm=div", 3),
+])
+def test_each_pytorch_cpu_flash_choice_is_needed(dtype, case, flip, at_least):
+    layer = "22" if case == "smollm2" else "0"
+    own, _ = torch_cpu(case, layer, dtype, f"preset=pytorch-cpu-flash-{dtype}")
+    flipped, _ = torch_cpu(case, layer, dtype, f"preset=pytorch-cpu-flash-{dtype} " + flip)
+    assert flipped < own - at_least, (flip, flipped, own)
