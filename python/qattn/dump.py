@@ -130,11 +130,8 @@ def attention_f64(q, k, v, scale, causal, window, rows, softcap=0.0, sinks=None,
 
 
 def capture_bloom(model, layers, sink):
-    """BLOOM's attention is its own (not transformers' attention interface): hooks read Q, K, V from
-    its fused projection, ALiBi's slopes from the bias it adds (slope * j, so the slope is the bias at
-    key 1), and its output where it enters the dense projection."""
-    import torch
-
+    """BLOOM's attention is its own (not transformers' attention interface): hooks read Q, K, V and
+    ALiBi's slopes (models.bloom_attention_inputs), and its output where it enters the dense projection."""
     captured = {}
     for idx, block in enumerate(model.transformer.h):
         attn = block.self_attention
@@ -142,15 +139,11 @@ def capture_bloom(model, layers, sink):
         def before(module, args, kwargs, idx=idx):
             if idx not in layers:
                 return
-            hidden = args[0] if args else kwargs["hidden_states"]
-            alibi = kwargs["alibi"] if "alibi" in kwargs else args[2]
-            with torch.no_grad():
-                q, k, v = module._reshape(module.query_key_value(hidden))  # [1, H, N, d] each
-            heads = module.num_heads
+            q, k, v, slopes = _m.bloom_attention_inputs(module, args, kwargs)
             captured[idx] = {
                 "q": to_numpy(q[0]), "k": to_numpy(k[0]), "v": to_numpy(v[0]), "scale": float(module.inv_norm_factor), "window": 0,
                 "causal": True, "softcap": 0.0, "chunk": 0, "sinks": None, "no_rope": False,
-                "alibi": (alibi[:heads, 0, 1] - alibi[:heads, 0, 0]).to(torch.float64).cpu().numpy().copy(),
+                "alibi": slopes.cpu().numpy().copy(),
             }
 
         def at_dense(module, args, idx=idx):

@@ -393,13 +393,11 @@ def _alibi_attention(model):
 
 def _alibi_hooks(model):
     """The lab's attention in BLOOM's place: a hook before each attention module reads Q, K, V from its
-    fused projection and the ALiBi slopes from the bias it adds (slope * key index: the slope is the
-    bias at key 1 less key 0's), and a hook on its output projection replaces what enters it (the
+    fused projection and the ALiBi slopes from the bias it adds (models.bloom_attention_inputs), and a
+    hook on its output projection replaces what enters it (the
     heads' merged output) with the lab's. The module's own scores still run, their result unused; the
     softmax is unchanged by BLOOM's bias being slope * j rather than the lab's -slope |i - j| (the
     two differ by a constant per row). Returns the hooks' handles."""
-    import torch
-
     handles = []
     for attn in _alibi_attention(model):
         if getattr(attn, "pretraining_tp", 1) > 1 and getattr(attn, "slow_but_exact", False):
@@ -407,12 +405,8 @@ def _alibi_hooks(model):
                             "which the lab's attention cannot enter; expected slow_but_exact false")
 
         def before(module, args, kwargs):
-            hidden = args[0] if args else kwargs["hidden_states"]
-            alibi = kwargs["alibi"] if "alibi" in kwargs else args[2]
-            with torch.no_grad():
-                q, k, v = module._reshape(module.query_key_value(hidden))  # [1, H, N, d] each
-            heads = module.num_heads
-            module._qattn_inputs = (q, k, v, (alibi[:heads, 0, 1] - alibi[:heads, 0, 0]).to(torch.float64).tolist())
+            q, k, v, slopes = _models.bloom_attention_inputs(module, args, kwargs)
+            module._qattn_inputs = (q, k, v, slopes.tolist())
 
         def at_dense(dense, args, module=attn):
             q, k, v, slopes = module._qattn_inputs

@@ -198,6 +198,21 @@ def attention_chunk(cfg, layer):
     return int(chunk) if chunk and types and types[layer] == "chunked_attention" else 0
 
 
+def bloom_attention_inputs(module, args, kwargs):
+    """Q, K, V ([1, H, N, d] each) and the ALiBi slopes ([H] float64 tensor) of one call of BLOOM's own
+    attention module (outside transformers' attention interface), from a forward pre-hook's arguments:
+    Q, K, V from its fused projection, the slopes from the bias it adds (slope * key index, so the
+    slope is the bias at key 1 less key 0's). The dumper and model_eval both read BLOOM this way."""
+    import torch
+
+    hidden = args[0] if args else kwargs["hidden_states"]
+    alibi = kwargs["alibi"] if "alibi" in kwargs else args[2]
+    with torch.no_grad():
+        q, k, v = module._reshape(module.query_key_value(hidden))
+    heads = module.num_heads
+    return q, k, v, (alibi[:heads, 0, 1] - alibi[:heads, 0, 0]).to(torch.float64)
+
+
 def rope_free(cfg, layer):
     """Whether a layer's Q and K skip RoPE: SmolLM3's and Llama 4's no_rope_layers (0 = left out), and
     Cohere 2's full-attention layers (its attention rotates only where it has a sliding window)."""
