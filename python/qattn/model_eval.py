@@ -588,12 +588,20 @@ def validate(e, path="<experiment>"):
                     q = rng.standard_normal((hq, c, d)).astype(np.float32)
                     kv = rng.standard_normal((hkv, c, d)).astype(np.float32)
                     why = _core.gpu_not_covered(q, kv, kv, line, causal=True, window=window, softmax_scale=d ** -0.5,
-                                                softcap=float(getattr(cfg, "attn_logit_softcapping", None) or 0.0),
-                                                sinks=[0.0] * hq if getattr(cfg, "model_type", "") == "gpt_oss" else None)
+                                                **_variant_probe(cfg, hq))
                     if why:
                         raise EvalError(f"{path}: $.recipes[{json.dumps(name)}]: no GPU kernel runs {line!r} on the {kind} layers "
                                         f"at {c} tokens: {why}")
     return facts
+
+
+def _variant_probe(cfg, hq):
+    """The attention variant a model's layers hand the lab (soft-cap, gpt-oss's sinks, BLOOM's ALiBi
+    slopes), with placeholder values: enough for a coverage question asked before any layer runs."""
+    model_type = getattr(cfg, "model_type", "")
+    return {"softcap": float(getattr(cfg, "attn_logit_softcapping", None) or 0.0),
+            "sinks": [0.0] * hq if model_type == "gpt_oss" else None,
+            "alibi": [0.0] * hq if model_type == "bloom" else None}
 
 
 def _configs(e):

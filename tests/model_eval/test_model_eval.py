@@ -381,3 +381,17 @@ def test_noise_floor_and_float64_precision(tmp_path):
         me._exp.parse({**exp, "precision": "float16", "output": "x"}, "exp.json")
     with pytest.raises(qattn.model_eval.ExperimentError, match=r"must be non-empty.* not end with ' ~perturbed'"):
         me._exp.parse({**exp, "recipes": {"a ~perturbed": FP32}, "output": "x"}, "exp.json")
+
+
+
+@pytest.mark.skipif(not qattn.gpu_available(), reason="backend gpu needs a build with GPU kernels")
+@pytest.mark.parametrize("model_type, named", [("bloom", "ALiBi"), ("gpt_oss", "sink")])
+def test_gpu_backend_refuses_an_uncovered_variant_before_any_work(tmp_path, model_type, named):
+    """backend "gpu" on a model whose attention variant no GPU family runs (BLOOM's ALiBi slopes,
+    gpt-oss's sinks): validation's coverage question carries the variant, so the refusal names it
+    before a layer runs, not at the first layer."""
+    exp = {"name": "v", "model": str(_tiny(tmp_path, model_type)), "contexts": [64], "backend": "gpu", "recipes": {"fp32": FP32},
+           "output": str(tmp_path / "r")}
+    with pytest.raises(me.EvalError, match=rf"no GPU kernel runs .*: .*{named}"):
+        me.validate(exp, "exp.json")
+    assert not (tmp_path / "r").exists()
