@@ -59,6 +59,11 @@ double rule_margin(const Evaluation& e) { return e.kernel_vs_recipe_db - e.recip
 // SageAttention 1 from a per-token start).
 constexpr double kAccuracySlackDb = 8;
 
+// A kernel whose GEMMs sum in a third order sits about as far from the recipe as the recipe's two
+// orders sit from each other; within 3 dB of that floor (twice or half its noise power) the distance
+// is read as the order, not as a missing knob.
+constexpr double kFloorSlackDb = 3;
+
 void check_options(const FitOptions& o) {
   if (o.outputs.empty()) throw std::invalid_argument("fit: no outputs file given; expected one or more qattn-outputs/1 files");
   if (o.output.empty()) throw std::invalid_argument("fit --output: empty; expected a report folder");
@@ -174,12 +179,32 @@ FitUnits load_units(const FitOptions& opt, const DatasetInfo& info, const std::v
   return all;
 }
 
+// Where the best recipe's remaining distance sits against the emulator's own floor (order_floor_db).
+std::string floor_text(const FitResult& result, const FitStep& b) {
+  if (std::isinf(b.kernel_vs_recipe_db)) return "";
+  if (std::isinf(result.floor_db)) {
+    return "No float GEMM of this recipe sums in fp32 or exactly, so the lab has no summation-order floor to set the remaining distance against.\n\n";
+  }
+  const std::string floor = fmt::format("The emulator's own floor here (its float GEMMs summed in fp32 against exactly, the nearer of Q K^T and P V): {} dB. ",
+                                        db_text(result.floor_db));
+  if (b.kernel_vs_recipe_db > result.floor_db + kFloorSlackDb) {
+    return floor + "The kernel is nearer the recipe than that: the recipe's order of sums is the kernel's, or hides its differences here.\n\n";
+  }
+  if (result.at_floor) {
+    return floor + "The remaining distance sits at that floor: what is left is the kernel's own order of sums inside a GEMM, which the recipe "
+                   "language names only as fp32 or exact, not a knob the search missed.\n\n";
+  }
+  return floor + fmt::format("The remaining distance is {} dB short of it: the kernel does something the recipe language does not say.\n\n",
+                             db_text(result.floor_db - b.kernel_vs_recipe_db));
+}
+
 // The report: fit.json (the path, the ranking, the verdict); returns summary.md.
 std::string write_fit_report(const FitOptions& opt, const FitResult& result, const Recipe& start, std::size_t n_units, const fs::path& dir) {
   const auto step_json = [](const FitStep& s) {
     return json{{"knob", s.knob}, {"line", s.line}, {"kernel_vs_recipe_db", num(s.kernel_vs_recipe_db)}, {"recipe_vs_float64_db", num(s.recipe_vs_float64_db)}};
   };
-  json out = {{"best", result.path.back().line}, {"meets_rule", result.meets_rule}, {"rule_db", kFitRuleDb}, {"evaluated", result.evaluated},
+  json out = {{"best", result.path.back().line}, {"meets_rule", result.meets_rule}, {"rule_db", kFitRuleDb}, {"floor_db", num(result.floor_db)},
+              {"at_floor", result.at_floor}, {"evaluated", result.evaluated},
               {"budget_spent", result.budget_spent}, {"seconds", result.seconds}, {"skipped", result.skipped}, {"skipped_why", result.skipped_why},
               {"path", json::array()}, {"ranked", json::array()}};
   for (const FitStep& s : result.path) out["path"].push_back(step_json(s));
@@ -193,7 +218,7 @@ std::string write_fit_report(const FitOptions& opt, const FitResult& result, con
                                "float64; the rule asks {:.0f}: **{}**.\n\n",
                                db_text(b.kernel_vs_recipe_db), db_text(b.recipe_vs_float64_db), db_text(rule_margin({b.kernel_vs_recipe_db, b.recipe_vs_float64_db, ""})),
                                kFitRuleDb, result.meets_rule ? "meets the rule" : "does not meet the rule") +
-                   "    " + b.line + "\n\nThe knobs that moved the distance, in the order taken:\n\n| step | knob | kernel vs recipe dB | gain dB | recipe vs float64 dB |\n|---|---|---|---|---|\n";
+                   "    " + b.line + "\n\n" + floor_text(result, b) + "The knobs that moved the distance, in the order taken:\n\n| step | knob | kernel vs recipe dB | gain dB | recipe vs float64 dB |\n|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < result.path.size(); ++i) {
     const FitStep& s = result.path[i];
     md += fmt::format("| {} | {} | {} | {} | {} |\n", i, md_text(s.knob), db_text(s.kernel_vs_recipe_db),
@@ -257,6 +282,8 @@ class Search {
     result_.path = found.path;
     const Evaluation now = found.eval;
     result_.meets_rule = rule_margin(now) >= kFitRuleDb;
+    result_.floor_db = order_floor_db(found.recipe);
+    result_.at_floor = std::abs(now.kernel_vs_recipe_db - result_.floor_db) <= kFloorSlackDb;
     std::vector<std::pair<std::string, Evaluation>> all(cache_.begin(), cache_.end());
     std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second.kernel_vs_recipe_db > b.second.kernel_vs_recipe_db; });
     for (const auto& [line, e] : all) {
@@ -289,19 +316,49 @@ class Search {
     return e.kernel_vs_recipe_db - std::max(0.0, e.recipe_vs_float64_db - kernel_vs_float64_db_ - kAccuracySlackDb);
   }
 
+  // The recipe's emulation on every unit, pooled over units and heads as the kernel's outputs are.
+  std::vector<double> outputs(const Recipe& r) const {
+    std::vector<double> all;
+    all.reserve(units_.ref.size());
+    for (const FitUnit& u : units_.units) {
+      const EmulatorResult emu = emulate(u.slice.problem, r);
+      all.insert(all.end(), emu.out.data.begin(), emu.out.data.end());
+    }
+    return all;
+  }
+
+  // The emulator's own floor at a recipe: how far apart its outputs go when a float GEMM's sum is
+  // taken in another honest order (fp32 key after key, or exact), the nearer of the two GEMMs'. A
+  // kernel's own inner order (a BLAS's blocking, a matrix unit's) is one more such order, so a
+  // distance near this floor is not a knob the search missed. +inf where no GEMM sums floats in fp32
+  // or exactly (integer sums, the matrix units' measured models), or where the other order fails.
+  double order_floor_db(const Recipe& r) const {
+    using Kind = Accumulator::Kind;
+    double floor = INFINITY;
+    try {
+      const std::vector<double> own = outputs(r);
+      for (Accumulator Recipe::*acc : {&Recipe::qk_acc, &Recipe::pv_acc}) {
+        if ((r.*acc).kind != Kind::fp32 && (r.*acc).kind != Kind::exact) continue;
+        Recipe other = r;
+        (other.*acc).kind = (r.*acc).kind == Kind::fp32 ? Kind::exact : Kind::fp32;
+        floor = std::min(floor, compare(own, outputs(other)).sqnr_db);
+      }
+    } catch (const NumericFailure&) {
+      return INFINITY;
+    } catch (const std::invalid_argument&) {
+      return INFINITY;
+    }
+    return floor;
+  }
+
   // The recipe's emulation on every unit against the kernel (and float64), pooled over units and heads.
   Evaluation evaluate(const Recipe& r) {
     const std::string line = to_string(r);
     if (const auto it = cache_.find(line); it != cache_.end()) return it->second;
     if (opt_.between_evaluations) opt_.between_evaluations();
     Evaluation e;
-    std::vector<double> emu_all;
-    emu_all.reserve(units_.ref.size());
     try {
-      for (const FitUnit& u : units_.units) {
-        const EmulatorResult emu = emulate(u.slice.problem, r);
-        emu_all.insert(emu_all.end(), emu.out.data.begin(), emu.out.data.end());
-      }
+      const std::vector<double> emu_all = outputs(r);
       e.recipe_vs_float64_db = compare(units_.ref, emu_all).sqnr_db;
       e.kernel_vs_recipe_db = compare(emu_all, units_.kernel).sqnr_db;
     } catch (const NumericFailure& f) {

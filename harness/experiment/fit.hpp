@@ -5,6 +5,7 @@
 // sampled rows), until no step gains or the time budget is spent. The result says which knobs
 // moved the distance, ranks the recipes seen, and whether the best meets the lab's rule: the kernel
 // at least 30 dB nearer the recipe than the recipe is to float64.
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -43,6 +44,12 @@ struct FitResult {
   std::vector<FitStep> path;          // the start, then each move taken: the knobs that moved the distance
   std::vector<FitStep> ranked;        // the best recipes evaluated, nearest first (knob: the move that made it)
   bool meets_rule = false;            // the best recipe (path.back()) meets kFitRuleDb
+  // The emulator's own floor at the best recipe: SQNR between its outputs and the same recipe with a
+  // float GEMM summed in the other honest order (fp32 <-> exact), the lower of Q K^T's and P V's; +inf
+  // where neither GEMM sums floats that way. at_floor: the best's kernel-vs-recipe distance is within
+  // 3 dB of it, either side (what remains is a GEMM's inner order, not a missing knob).
+  double floor_db = INFINITY;
+  bool at_floor = false;
   int evaluated = 0;                  // recipes emulated in this call (cached ones from a resumed report not counted)
   bool budget_spent = false;
   double seconds = 0;

@@ -198,7 +198,9 @@ const RecipeKnob kKnobs[] = {
        return r.tiles.fa3_sm90 ? std::string("fa3_sm90") : std::to_string(r.tiles.block_q) + "x" + std::to_string(r.tiles.block_k);
      },
      nullptr, QATTN_RESET(tiles),
-     [](const Recipe&) { return Values{"32x32", "64x64", "64x128", "128x32", "128x64", "128x128", "fa3_sm90"}; }, 19, "tiles=64x128", kEveryFamily},
+     // 256x512: PyTorch's CPU flash kernel (512-key blocks; its query block, 32-256 by N, moves no row's numbers).
+     [](const Recipe&) { return Values{"32x32", "64x64", "64x128", "128x32", "128x64", "128x128", "256x512", "fa3_sm90"}; }, 19, "tiles=64x128",
+     kEveryFamily},
     {"split", [](Recipe& r, const std::string& v, const std::string& w) { r.split_k = parse_int(v, w); },
      [](const Recipe& r) { return std::to_string(r.split_k); }, nullptr, QATTN_RESET(split_k), nullptr, 0, "split=2", kDecode | kDot4},
     {"split.pad", [](Recipe& r, const std::string& v, const std::string& w) { r.split_pad = parse_int(v, w); },

@@ -40,7 +40,10 @@ def fit(
     recipe than the recipe is to float64. Writes ``output/`` (summary.md, fit.json,
     candidates.jsonl, config.json); ``resume=True`` reuses an earlier fit's evaluations there.
 
-    Returns {'best': the recipe line, 'meets_rule', 'path': the start and each move taken (knob,
+    Returns {'best': the recipe line, 'meets_rule', 'floor_db': the emulator's own floor at the best
+    recipe (its outputs against the same recipe with a float GEMM summed in the other honest order,
+    fp32 or exact; inf where no GEMM sums floats so), 'at_floor': the best's remaining distance sits
+    within 3 dB of that floor, either side (a GEMM's inner order, not a missing knob), 'path': the start and each move taken (knob,
     line, kernel_vs_recipe_db, recipe_vs_float64_db), 'ranked': the nearest recipes evaluated,
     'evaluated', 'budget_spent', 'seconds', 'skipped' (recipes the search made that do not apply
     to this input, such as a group size that does not divide the head dim: skipped and counted),

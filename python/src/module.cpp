@@ -783,6 +783,8 @@ NB_MODULE(_core, m) {
     nb::dict d;
     d["best"] = r.path.back().line;
     d["meets_rule"] = r.meets_rule;
+    d["floor_db"] = r.floor_db;
+    d["at_floor"] = r.at_floor;
     d["path"] = steps(r.path);
     d["ranked"] = steps(r.ranked);
     d["evaluated"] = r.evaluated;
@@ -794,7 +796,8 @@ NB_MODULE(_core, m) {
   }, "dump"_a, "outputs"_a, "output"_a, "start"_a = "", "rows"_a = 32, "seed"_a = 1, "budget"_a = 600.0, "min_gain"_a = 0.05, "top"_a = 10,
         "beam"_a = 3, "force"_a = false, "resume"_a = false, "quiet"_a = true,
         "What `qattn fit` does: the recipe nearest a kernel's outputs files on a dump, by a greedy search over single-knob moves. Returns "
-        "{'best', 'meets_rule', 'path' (the knobs that moved the distance), 'ranked', 'evaluated', 'budget_spent', 'seconds', "
+        "{'best', 'meets_rule', 'floor_db' (the emulator's own summation-order floor at the best recipe), 'at_floor' (the best's remaining "
+        "distance sits there), 'path' (the knobs that moved the distance), 'ranked', 'evaluated', 'budget_spent', 'seconds', "
         "'skipped' (recipes the search made that do not apply to the input), 'skipped_why'}; an SQNR of float('inf') means bit-equal.");
   // The report folder's habits for Python writers of reports (qattn.model_eval): one implementation.
   m.def("write_atomic", [](const std::string& path, const nb::bytes& data) {

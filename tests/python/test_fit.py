@@ -65,6 +65,46 @@ def test_fa3_fp8_is_recovered_from_a_generic_fp8_recipe(dump, tmp_path):
     assert r["path"][-1]["kernel_vs_recipe_db"] == float("inf"), r["path"]
 
 
+TORCH_CPU = os.path.join(DATA, "pytorch-2.9.1-cpu")
+
+
+def test_pytorch_cpu_flash_is_recovered_from_a_generic_bf16_recipe(dump, tmp_path):
+    """PyTorch 2.9.1's CPU flash attention in bf16 (tests/data/pytorch-2.9.1-cpu, recorded by running
+    it): from generic bf16 operands the search finds the kernel's 512-key blocks, its fast exponential,
+    the fp32 denominator and bf16 output, and on this input (d 256) its exact-looking Q K^T, and the
+    recipe it finds holds on the recorded inputs it never saw."""
+    case = os.path.join(TORCH_CPU, "h1-n300-d256-full")
+    r = qattn.fit(case + "-bf16.h5", case + ".h5", start="q=bf16 k=bf16 v=bf16 p=bf16", output=str(tmp_path / "f"), rows=0, beam=1)
+    assert r["meets_rule"], r["path"]
+    tokens = set(r["best"].split())
+    assert {"expform=aten", "denominator=float", "out=bf16", "acc.qk=exact"} <= tokens, r["best"]
+    assert any(t.startswith("tiles=") and t.endswith("x512") for t in tokens), r["best"]
+    for other, layer in [("g2-n600-d128-causal", "0"), ("g3-n1000-d64-causal", "0"), ("smollm2", "22")]:
+        rec = next(l for l in qattn.read_outputs(os.path.join(TORCH_CPU, other + "-bf16.h5"))["layers"] if l["layer"] == layer)
+        d = qattn.load_layer(dump if other == "smollm2" else os.path.join(TORCH_CPU, other + ".h5"), layer)
+        args = dict(causal=d["causal"], softmax_scale=d["softmax_scale"], rows=rec["rows"])
+        emu = qattn.emulate(d["q"], d["k"], d["v"], r["best"], **args)["out"]
+        near = qattn.compare(rec["o"], emu)["sqnr_db"]
+        err = qattn.compare(emu, qattn.reference(d["q"], d["k"], d["v"], **args)["out"])["sqnr_db"]
+        assert near >= err + 30, (other, near, err)  # the lab's rule: 30 dB beyond the recipe's own error
+
+
+def test_the_remaining_distance_is_set_against_the_emulators_floor(tmp_path):
+    """PyTorch's CPU kernel in fp16 sums Q K^T in its fp16 GEMM's own order, which the recipe language
+    names only as fp32 or exact: the fit stops short of the rule, and says that what is left sits at the
+    emulator's own floor (the recipe's two orders as far apart as the kernel is from either)."""
+    case = os.path.join(TORCH_CPU, "h1-n300-d256-full")
+    r = qattn.fit(case + "-fp16.h5", case + ".h5", start="q=fp16 k=fp16 v=fp16 p=fp16", output=str(tmp_path / "f"), beam=1)
+    best = r["path"][-1]["kernel_vs_recipe_db"]
+    assert not r["meets_rule"] and r["at_floor"] and np.isfinite(r["floor_db"]), (best, r["floor_db"])
+    assert "The remaining distance sits at that floor" in (tmp_path / "f" / "summary.md").read_text()
+    assert json.load(open(tmp_path / "f" / "fit.json"))["floor_db"] == r["floor_db"]
+    # Stopped at its start (no move gains 1000 dB), the search is far short of the floor, and says so.
+    r = qattn.fit(case + "-fp16.h5", case + ".h5", start="q=fp16 k=fp16 v=fp16 p=fp16", output=str(tmp_path / "g"), min_gain=1000)
+    assert not r["at_floor"] and r["path"][-1]["kernel_vs_recipe_db"] < r["floor_db"] - 10, (r["path"], r["floor_db"])
+    assert "dB short of it" in (tmp_path / "g" / "summary.md").read_text()
+
+
 def test_an_altered_kernel_is_found_out_by_its_knob(tmp_path):
     d = qattn.load_layer(QFLASH + ".h5", "0")
     altered = "preset=qflash-46adca5 qflash.div=lab"  # the kernel's output division, truncating, replaced by a floor
