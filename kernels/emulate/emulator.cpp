@@ -21,6 +21,7 @@
 #include "kernels/formats/exp2.hpp"
 #include "kernels/numerics/aten_math.hpp"
 #include "kernels/numerics/sfu_math.hpp"
+#include "kernels/recipe/knobs.hpp"  // validate
 #include "kernels/formats/value_table.hpp"
 
 namespace qattn {

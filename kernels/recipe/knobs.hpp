@@ -2,14 +2,16 @@
 // The recipe's knobs, declared once. Per knob: its name (the key of both text forms: `name=value` in a
 // line, "name": "value" in JSON), how its text sets the recipe and how the recipe prints it, whether
 // the canonical forms write it, which fields it owns (reset to Recipe{}'s), the values `qattn fit`
-// tries from a recipe, a value away from its default, and the GPU kernel families that implement it.
+// tries from a recipe, a value away from its default, the GPU kernel families that implement it, and
+// its validity rule.
 // An operand's modifiers (/scale:F, /div, /amax:mul, ...) are a second table of the same kind.
 //
 // Everything derives from these rows: harness/io/recipe_io reads and writes both text forms through
 // them, harness/experiment/fit_moves takes its moves from them, and the GPU's coverage is a whitelist
 // over them: a knob or modifier away from its default is refused by every family that does not
 // declare it, and a recipe field that no row owns is refused by every family (undeclared_knob).
-// A new knob: a field in recipe.hpp, a row here, its emulation, and the families that implement it.
+// A new knob: a field in recipe.hpp, a row in knobs.cpp (with its rule), its emulation, and the
+// families that implement it.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -42,6 +44,10 @@ struct RecipeKnob {
   int fit_order;
   const char* example;  // a recipe line that moves it from its default (the coverage test walks these)
   FamilySet gpu;        // families that implement it (each still refuses the values it cannot take)
+  // Its validity rule: throws std::invalid_argument ("recipe field 'F': why") where r's value of the
+  // knob is out of range or does not combine with the knobs it depends on; nullptr: any value holds.
+  // validate(r) is these rules, row by row.
+  void (*check)(const Recipe& r) = nullptr;
 };
 
 // An operand modifier: /HEAD:ARG in the line form, JSON key `json_key` in an operand object.
@@ -63,6 +69,10 @@ struct OperandModifier {
 std::span<const RecipeKnob> recipe_knobs();      // canonical order (how to_string writes them)
 std::span<const OperandModifier> operand_modifiers();  // canonical order (how an operand prints them)
 const RecipeKnob* find_knob(std::string_view name);  // nullptr: no such knob
+
+// Throws std::invalid_argument ("recipe field 'F': why") at the first row whose rule r breaks, in the
+// table's order: every reader of a recipe (line, JSON, preset) and every engine calls it.
+void validate(const Recipe& r);
 
 // Whether r's value of the knob differs from Recipe{}'s.
 bool knob_differs(const RecipeKnob& k, const Recipe& r);

@@ -204,6 +204,6 @@ Recipe tiles_for(const Recipe& r, int head_dim, bool causal, bool local);
 // heads one each. The emulator and the GPU families' host inputs quantize through it.
 Recipe kv_groups_for(const Recipe& r, int q_heads, int kv_heads);
 
-void validate(const Recipe& r);
+// validate(const Recipe&) is the knob table's rules, row by row (kernels/recipe/knobs.hpp).
 
 }  // namespace qattn

@@ -11,6 +11,7 @@
 #include "kernels/formats/codec.hpp"
 #include "kernels/formats/exp2.hpp"
 #include "kernels/numerics/aten_math.hpp"
+#include "kernels/recipe/knobs.hpp"  // validate
 #include "kernels/numerics/sfu_math.hpp"
 #include "kernels/formats/numeric_failure.hpp"
 #include "reference/attention.hpp"

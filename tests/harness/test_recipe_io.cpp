@@ -1,6 +1,7 @@
 // The recipe's one-line and JSON forms: round trips, defaults, and one clear error per mistake.
 #include "harness/io/recipe_io.hpp"
 #include "kernels/numerics/accumulator.hpp"
+#include "kernels/recipe/knobs.hpp"  // validate
 #include "tests/catch.hpp"
 #include "tests/error_text.hpp"
 

@@ -12,6 +12,7 @@
 #include "kernels/gpu/common/matrix_inputs.hpp"  // kMmaKeyTile
 #include "kernels/gpu/common/platform.hpp"
 #include "kernels/gpu/prepare/prepare.hpp"
+#include "kernels/recipe/knobs.hpp"  // validate
 
 namespace qattn::gpu {
 
