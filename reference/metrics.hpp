@@ -7,6 +7,7 @@
 //   max abs error = max |x - ref|
 // A reference that is all zeros leaves the relative metrics undefined: that is an error, never a
 // division by zero. NaN in x propagates into the metrics (a broken kernel must show as NaN).
+#include <array>
 #include <cstddef>
 #include <span>
 
@@ -20,6 +21,19 @@ struct ErrorMetrics {
   double max_abs = 0;
   std::size_t count = 0;
 };
+
+// The error metrics by name, in the order every report lists them (harness/experiment/unit_score
+// writes each unit's fields from this table): a new metric is a field above, its computation in
+// compare(), and a row here.
+struct ErrorField {
+  const char* name;
+  double ErrorMetrics::*value;
+};
+inline constexpr std::array<ErrorField, 5> kErrorFields{{{"sqnr_db", &ErrorMetrics::sqnr_db},
+                                                        {"rel_l2", &ErrorMetrics::rel_l2},
+                                                        {"rel_l1", &ErrorMetrics::rel_l1},
+                                                        {"cosine", &ErrorMetrics::cosine},
+                                                        {"max_abs", &ErrorMetrics::max_abs}}};
 
 // Throws std::invalid_argument if the lengths differ, are zero, or ref is all zeros; NumericFailure
 // (kernels/formats/numeric_failure.hpp) if x or ref holds a NaN or Inf, so no metric is ever NaN.

@@ -22,20 +22,12 @@ struct HeadScore {
   std::optional<double> p_mass_flushed_ref;   // the reference's mass a static P format flushes (mean over rows)
 };
 
-struct ErrorField {
-  const char* name;
-  double ErrorMetrics::*value;
-};
 struct RowField {
   const char* name;
   std::optional<double> HeadScore::*value;
 };
-// Every table, JSON row and CSV lists the error fields in this order, then the row fields.
-inline constexpr std::array<ErrorField, 5> kErrorFields{{{"sqnr_db", &ErrorMetrics::sqnr_db},
-                                                        {"rel_l2", &ErrorMetrics::rel_l2},
-                                                        {"rel_l1", &ErrorMetrics::rel_l1},
-                                                        {"cosine", &ErrorMetrics::cosine},
-                                                        {"max_abs", &ErrorMetrics::max_abs}}};
+// Every table, JSON row and CSV lists the error fields (kErrorFields, reference/metrics.hpp) in their
+// order, then the row fields.
 inline constexpr std::array<RowField, 3> kRowFields{{{"kl_mean", &HeadScore::kl_mean},
                                                     {"tv_mean", &HeadScore::tv_mean},
                                                     {"p_mass_flushed_ref", &HeadScore::p_mass_flushed_ref}}};
