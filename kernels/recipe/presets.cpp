@@ -39,10 +39,15 @@ const std::vector<RecipePreset>& recipe_presets() {
        "(amax:mul: where absmax/448 is exact, the reciprocal's scale is an ulp off and breaks the ties it would make), key tiles from the last to the first (order=reverse: P is rounded against the running max), "
        "Q K^T and P V on the measured e4m3 wgmma, each summing the codes with the descales applied after (to the score, to O); "
        "not modelled: the softmax's fused multiply-adds and approximate exp2, the row sums' per-thread order; see the README's presets table"},
-      {"fa3-bf16", "q=bf16 k=bf16 v=bf16 p=bf16 denominator=float tiles=fa3_sm90 order=reverse out=bf16",
-       "github Dao-AILab/flash-attention, commit 0251105, hopper/; run as PyPI fa3-fwd 0.0.3 on the H200",
+      {"fa3-bf16",
+       "q=bf16 k=bf16 v=bf16 p=bf16 denominator=float tiles=fa3_sm90 order=reverse acc.qk=h200_wgmma_bf16 acc.pv=h200_wgmma_bf16 expform=fa exp2=sfu "
+       "rowsum=lanes out=bf16",
+       "github Dao-AILab/flash-attention, commit 0251105, hopper/ (softmax.h, built with fast math); run as PyPI fa3-fwd 0.0.3 on the H200",
        "run on the H200 (scripts/peers/prove-peers-on-h200.sh): bf16 Q, K, V and P, the denominator in fp32, its tiles by head dim and mask (tiles=fa3_sm90: "
-       "192x128 at d 64 causal, 192x192 not causal, 128x128 / 128x176 at d 128), taken from the last to the first (order=reverse); the measured bf16 wgmma accumulators change nothing; see the README's presets table"},
+       "192x128 at d 64 causal, 192x192 not causal, 128x128 / 128x176 at d 128), taken from the last to the first (order=reverse), Q K^T and P V on "
+       "the measured bf16 wgmma, and the softmax's vendor math: the scale and max in one fused multiply-add (expform=fa), ex2.approx (exp2=sfu), "
+       "each lane's partial row sums combined at the end (rowsum=lanes), each needed for its outputs bit for bit; not established: the final "
+       "division (a division, fp32(1/l) and rcp.approx give the same outputs on the recorded rows); see the README's presets table"},
       {"pytorch-cpu-flash-bf16", "q=bf16 k=bf16 v=bf16 p=bf16 acc.qk=exact denominator=float tiles=256x512 expform=aten rowsum=vec16 norm=rcp out=bf16",
        "github pytorch/pytorch, aten/src/ATen/native/cpu/FlashAttentionKernel.cpp (cpu_flash_attention) and the AVX512 Vectorized<float>::fexp_u20; "
        "run as PyTorch 2.9.1 (PyPI torch, AVX512 build) on an x86 CPU with avx512_bf16",

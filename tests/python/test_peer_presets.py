@@ -128,10 +128,25 @@ def sage2_distance(layer, recipe, arch="sm90"):
     # Measured on these rows when the presets were set (the rule asks 30 dB beyond the presets'
     # 29.9 / 19.9 dB (fp8) and 53.6 / 44.0 dB (bf16) here); 0.5 dB below, so a change that moves a
     # preset away from the kernel fails while the emulator's own changes of a last bit pass.
-    ("fp8", "0", 95.08), ("fp8", "15", 88.64), ("bf16", "0", 86.32), ("bf16", "15", 75.59),
+    ("fp8", "0", 95.08), ("fp8", "15", 88.64),
 ])
 def test_fa3_presets_stay_as_near_the_kernel_as_measured(kind, layer, measured):
     assert fa3_distance(kind, layer, f"preset=fa3-{kind}") > measured - 0.5
+
+
+def test_fa3_bf16_preset_is_the_kernel_bit_for_bit():
+    # The bf16 wgmma's measured sums and the softmax's vendor math (the exponent as one fused
+    # multiply-add, ex2.approx, per-lane row sums) reproduce every recorded output.
+    for layer in ("0", "15"):
+        assert fa3_distance("bf16", layer, "preset=fa3-bf16") == float("inf"), layer
+
+
+@pytest.mark.parametrize("flip", ["expform=lab", "exp2=rn", "rowsum=sequential", "acc.qk=fp32", "acc.pv=fp32"])
+def test_each_fa3_bf16_choice_is_needed(flip):
+    # Each put back to the lab's default leaves at least one layer short of bit-equal (measured, the
+    # worse layer: 130.9, 130.7, 101.4, 90.7 and 75.7 dB).
+    worst = min(fa3_distance("bf16", layer, f"preset=fa3-bf16 {flip}") for layer in ("0", "15"))
+    assert worst != float("inf"), flip
 
 
 def test_fa3_takes_q_scales_per_kv_head_and_walks_key_tiles_backwards():
