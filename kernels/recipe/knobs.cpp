@@ -28,7 +28,8 @@ constexpr FamilySet kMma = family_bit(GpuFamily::mma), kWgmma = family_bit(GpuFa
                     kInteger = family_bit(GpuFamily::integer), kDot4 = family_bit(GpuFamily::dot4);
 // Declared where a GPU run has proven the family against the emulator with the knob moved
 // (tests/gpu/test_coverage.cpp's walk, on the H100: out in mma, wgmma, decode and dot4, order=reverse
-// in dot4, every operand modifier in those four). The operand modifiers are declared by the families
+// in dot4, every operand modifier in those four; ksmooth.format and the softmax's vendor math,
+// expform, rowsum, norm and exp2, in dot4). The operand modifiers are declared by the families
 // that take Q, K and V from the emulator's quantizer on the host; the device preparation kernels
 // (flash_mma's and flash_dot4's prepared paths) refuse them in their own rule.
 constexpr FamilySet kHostQuantized = kMma | kWgmma | kDecode | kDot4;
@@ -410,7 +411,7 @@ const RecipeKnob kKnobs[] = {
      [](const Recipe& r) { return std::string(name_of(r.k_smoothing_format)); }, [](const Recipe& r) { return r.k_smoothing_format != FormatId::fp32; },
      QATTN_RESET(k_smoothing_format),
      [](const Recipe& r) { return r.k_smoothing != KSmoothing::none ? Values{"fp32", "fp16"} : Values{}; }, 11,
-     QATTN_INT_QK("ksmooth=global ksmooth.format=fp16"), kNoFamily, &check_ksmooth_format},
+     QATTN_INT_QK("ksmooth=global ksmooth.format=fp16"), kDot4, &check_ksmooth_format},
     {"qprescale", QATTN_ENUM(q_prescale, kBool), [](const Recipe& r) { return r.q_prescale; }, QATTN_RESET(q_prescale),
      [](const Recipe&) { return Values{"0", "1"}; }, 12, QATTN_INT_QK("qprescale=1"), kNoFamily,
      [](const Recipe& r) { float_softmax_only(r, r.q_prescale, kFloatChoiceFields, kFloatChoiceWhy); }},
@@ -439,15 +440,15 @@ const RecipeKnob kKnobs[] = {
        if (r.softmax != SoftmaxKind::float_online || r.lazy_rescale_tau != 0) return Values{};
        return r.split_k == 1 && !r.q_prescale ? Values{"lab", "fa", "aten"} : Values{"lab", "fa"};
      }, 19,
-     "expform=fa", kNoFamily, &check_expform},
+     "expform=fa", kDot4, &check_expform},
     {"rowsum", QATTN_ENUM(row_sum, kRowSum), [](const Recipe& r) { return r.row_sum != RowSum::sequential; }, QATTN_RESET(row_sum),
      [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"sequential", "lanes", "vec16"} : Values{}; }, 20, "rowsum=lanes",
-     kNoFamily, [](const Recipe& r) { float_softmax_only(r, r.row_sum != RowSum::sequential, kVendorFields, kVendorWhy); }},
+     kDot4, [](const Recipe& r) { float_softmax_only(r, r.row_sum != RowSum::sequential, kVendorFields, kVendorWhy); }},
     {"norm", QATTN_ENUM(norm, kNorm), [](const Recipe& r) { return r.norm != Norm::div; }, QATTN_RESET(norm),
-     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"div", "rcp", "sfu"} : Values{}; }, 21, "norm=rcp", kNoFamily,
+     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"div", "rcp", "sfu"} : Values{}; }, 21, "norm=rcp", kDot4,
      [](const Recipe& r) { float_softmax_only(r, r.norm != Norm::div, kVendorFields, kVendorWhy); }},
     {"exp2", QATTN_ENUM(exp2, kExp2), [](const Recipe& r) { return r.exp2 != Exp2Math::rn; }, QATTN_RESET(exp2),
-     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"rn", "sfu"} : Values{}; }, 22, "exp2=sfu", kNoFamily,
+     [](const Recipe& r) { return r.softmax == SoftmaxKind::float_online ? Values{"rn", "sfu"} : Values{}; }, 22, "exp2=sfu", kDot4,
      [](const Recipe& r) { float_softmax_only(r, r.exp2 != Exp2Math::rn, kVendorFields, kVendorWhy); }},
 };
 #undef QATTN_ENUM

@@ -390,7 +390,15 @@ def test_gpu_backend_refuses_an_uncovered_variant_before_any_work(tmp_path, mode
     """backend "gpu" on a model whose attention variant no GPU family runs (BLOOM's ALiBi slopes,
     gpt-oss's sinks): validation's coverage question carries the variant, so the refusal names it
     before a layer runs, not at the first layer."""
-    exp = {"name": "v", "model": str(_tiny(tmp_path, model_type)), "contexts": [64], "backend": "gpu", "recipes": {"fp32": FP32},
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "datasets"))
+    from tiny_checkpoints import checkpoint, tokenizer_for
+
+    # A text of its own (GPU machines lack the Debian file the built-in text comes from).
+    words = "the kernel reads keys and values while each query weighs them by the softmax of its scores".split()
+    text = " ".join(words[(i * 7) % len(words)] for i in range(2000))
+    (tmp_path / "text.txt").write_text(text, encoding="utf-8")
+    ckpt = checkpoint(model_type, {}, tmp_path / model_type, tokenizer_for(text))
+    exp = {"name": "v", "model": str(ckpt), "text": str(tmp_path / "text.txt"), "contexts": [64], "backend": "gpu", "recipes": {"fp32": FP32},
            "output": str(tmp_path / "r")}
     with pytest.raises(me.EvalError, match=rf"no GPU kernel runs .*: .*{named}"):
         me.validate(exp, "exp.json")

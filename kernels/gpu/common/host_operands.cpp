@@ -31,9 +31,11 @@ std::vector<std::int8_t> signed_codes(const QuantizedTensor& t, FormatId format)
   return out;
 }
 
-IntQK int_qk(const Problem& p, const Recipe& r) {
+IntQK int_qk(const Problem& p, const Recipe& r) { return int_qk(p.q, p.k, r); }
+
+IntQK int_qk(const TensorF& qf, const TensorF& kf, const Recipe& r) {
   IntQK out;
-  const int d = p.q.dim;
+  const int d = qf.dim;
   out.groups = scale_groups(r.q, d);
   const auto scales = [&](const QuantizedTensor& t, int heads, int tokens, std::vector<float>& dst) {
     const int gs = d / out.groups;
@@ -42,11 +44,11 @@ IntQK int_qk(const Problem& p, const Recipe& r) {
       for (int n = 0; n < tokens; ++n)
         for (int g = 0; g < out.groups; ++g) dst[(static_cast<std::size_t>(h) * tokens + n) * out.groups + g] = t.scales[t.scale_index(h, n, g * gs)];
   };
-  const QuantizedTensor q = quantize(p.q, r.q.spec), k = quantize(p.k, r.k.spec);
+  const QuantizedTensor q = quantize(qf, r.q.spec), k = quantize(kf, r.k.spec);
   out.q_codes = signed_codes(q, r.q.spec.format);
   out.k_codes = signed_codes(k, r.k.spec.format);
-  scales(q, p.q.heads, p.q.tokens, out.q_scales);
-  scales(k, p.k.heads, p.k.tokens, out.k_scales);
+  scales(q, qf.heads, qf.tokens, out.q_scales);
+  scales(k, kf.heads, kf.tokens, out.k_scales);
   return out;
 }
 

@@ -37,6 +37,7 @@ struct IntQK {
   std::vector<float> q_scales, k_scales;
 };
 IntQK int_qk(const Problem& p, const Recipe& r);
+IntQK int_qk(const TensorF& q, const TensorF& k, const Recipe& r);  // K already prepared (smoothed on the host)
 
 // An operand's values as the emulator multiplies them: rounded to its format, or quantized and
 // dequantized.

@@ -409,6 +409,28 @@ __device__ inline void wave_sync() {
 #endif
 }
 
+// ---- device side: the special-function unit (NVIDIA) ----
+// PTX's approximate exp2 and reciprocal, what exp2f and 1 / x compile to under fast math; the
+// emulator's exp2=sfu and norm=sfu (kernels/numerics/sfu_math.hpp) are the H100's stored tables of
+// them. AMD's units differ and are not modelled: a family refuses those knobs on HIP.
+#if defined(QATTN_GPU_CUDA)
+inline constexpr bool kHasNvidiaSfu = true;
+__device__ inline float sfu_ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ inline float sfu_rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+#else
+inline constexpr bool kHasNvidiaSfu = false;
+__device__ inline float sfu_ex2_ftz(float) { __builtin_trap(); return 0.0f; }
+__device__ inline float sfu_rcp_ftz(float) { __builtin_trap(); return 0.0f; }
+#endif
+
 // ---- device side: matrix instructions and packed converts (NVIDIA mma.sync, per warp) ----
 // Fragment layouts are PTX's: for m16n8kK, lane = 4 * group + quad_lane; A rows group and group + 8,
 // C rows group (c[0], c[1]) and group + 8 (c[2], c[3]) at columns 2 * quad_lane + {0, 1}.

@@ -20,6 +20,19 @@ std::string wave_shape_not_covered(int dim, int block_k, bool tiled) {
   return "";
 }
 
+namespace {
+
+// K's mean subtracted on the host by the emulator's own code (kernels/numerics/prepare_cpu) where that
+// is all the preparation a recipe asks: the host quantizer then takes K in any granularity, and the
+// mean's format (ksmooth.format), which the preparation kernels do not.
+bool smoothed_on_host(const Recipe& r) {
+  return (r.k_smoothing == KSmoothing::global_mean || r.k_smoothing == KSmoothing::block_mean) && r.rotation == Rotation::none && !r.q_smoothing;
+}
+
+bool device_prepared(const Recipe& r) { return needs_preparation(r) && !smoothed_on_host(r); }
+
+}  // namespace
+
 std::string dot4_not_covered(const Problem& p, const Recipe& r) {
   const int d = p.q.dim;
   const bool int_q = integer_codes(r.q), int_k = integer_codes(r.k);
@@ -35,14 +48,20 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
     if (groups != scale_groups(r.k, d) || (d / groups) % 4 != 0) return "QK^T: Q and K scale groups must match and hold a multiple of 4 channels";
     if (r.qk_acc.kind != Accumulator::Kind::exact) return "QK^T of integer codes accumulates exactly (int32)";
   }
-  if (needs_preparation(r) && (scaled_after_qk(r, r.q) || scaled_after_qk(r, r.k))) {
+  if (device_prepared(r) && (scaled_after_qk(r, r.q) || scaled_after_qk(r, r.k))) {
     return "QK^T: prepared (smoothed or rotated) scaled float Q or K under a matrix unit's model is emulator-only";
   }
-  if (needs_preparation(r)) {
+  if (device_prepared(r)) {
     const std::string why = prepare_not_covered(r, d, false);
     if (!why.empty()) return why;
   }
   if (!r.p.unit_scale && r.p.spec.rule != ScaleRule::static_multiplier) return "P needs a static multiplier";
+  if (r.exp_form == ExpForm::aten || r.row_sum == RowSum::vec16) {
+    return "ATen's CPU exponential and row sum (expform=aten, rowsum=vec16) have no GPU form";
+  }
+#if !defined(QATTN_WITH_CUDA)
+  if (r.exp2 == Exp2Math::sfu || r.norm == Norm::sfu) return "exp2=sfu and norm=sfu model NVIDIA's special-function unit (a CUDA build)";
+#endif
   if (r.split_k > kMaxDot4Splits) return "split-K takes at most " + std::to_string(kMaxDot4Splits) + " splits";
   return wave_shape_not_covered(d, r.tiles.block_k, true);
 }
@@ -54,9 +73,15 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.tokens = p.q.tokens;
   in.dim = p.q.dim;
   in.qk = integer_codes(r.q) ? Dot4Qk::integer : Dot4Qk::values;
-  if (!needs_preparation(r)) {  // prepared recipes get Q and K from the preparation kernels
+  if (!device_prepared(r)) {  // prepared recipes get Q and K from the preparation kernels
+    TensorF smoothed;
+    if (smoothed_on_host(r)) {
+      smoothed = p.k;
+      smooth_k(smoothed, r);
+    }
+    const TensorF& k = smoothed_on_host(r) ? smoothed : p.k;
     if (in.qk == Dot4Qk::integer) {
-      IntQK qk = int_qk(p, r);
+      IntQK qk = int_qk(p.q, k, r);
       in.groups = qk.groups;
       in.q_codes = std::move(qk.q_codes);
       in.k_codes = std::move(qk.k_codes);
@@ -64,7 +89,7 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
       in.k_scales = std::move(qk.k_scales);
     } else {
       in.q_values = scaled_after_qk(r, r.q) ? operand_codes(p.q, r.q, in.q_row_scales) : operand_values(p.q, r.q);
-      in.k_values = scaled_after_qk(r, r.k) ? operand_codes(p.k, r.k, in.k_row_scales) : operand_values(p.k, r.k);
+      in.k_values = scaled_after_qk(r, r.k) ? operand_codes(k, r.k, in.k_row_scales) : operand_values(k, r.k);
     }
   }
   TensorF v = p.v;
@@ -90,12 +115,16 @@ Dot4Inputs make_inputs(const Problem& p, const Recipe& r) {
   in.lazy_rescale_tau = static_cast<float>(r.lazy_rescale_tau);
   in.split_k = r.split_k;
   in.block_k = r.tiles.block_k;
+  in.exp_form = r.exp_form;
+  in.row_sum = r.row_sum;
+  in.norm = r.norm;
+  in.exp2 = r.exp2;
   return in;
 }
 
 const char* run_dot4(const Problem& p, const Recipe& r, std::vector<float>& out) {
   const Dot4Inputs in = make_inputs(p, r);
-  out = needs_preparation(r) ? flash_dot4_prepared(p, r, in) : flash_dot4(in);
+  out = device_prepared(r) ? flash_dot4_prepared(p, r, in) : flash_dot4(in);
   return in.qk == Dot4Qk::integer ? kDot4KernelName : kDot4FloatKernelName;
 }
 

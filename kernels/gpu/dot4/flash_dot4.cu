@@ -48,7 +48,25 @@ struct Params {
   float c = 0, p_mult = 1;
   Format pf{};
   bool reverse_tiles = false;  // key tiles from the last visible one down to the first (order=reverse; one split)
+  ExpForm exp_form = ExpForm::lab;
+  RowSum row_sum = RowSum::sequential;
+  Norm norm = Norm::div;
+  Exp2Math exp2 = Exp2Math::rn;
 };
+
+// The softmax's exp2 as the recipe takes it: the emulator's correctly rounded one, or the
+// special-function unit's (exp2=sfu; its arguments here are <= 0, where the emulator's table of it is
+// bit-faithful).
+struct Exp2Of {
+  Exp2Math math;
+  __device__ float operator()(float x) const { return math == Exp2Math::sfu ? sfu_ex2_ftz(x) : exp2_rn(x); }
+};
+
+// O / l as the recipe finishes it: a division, or O times fp32(1 / l) (rcp) or rcp.approx.ftz(l) (sfu).
+__device__ inline float normalized(const Params& p, float o, float l) {
+  if (p.norm == Norm::div) return o / l;
+  return o * (p.norm == Norm::sfu ? sfu_rcp_ftz(l) : 1.0f / l);  // 1 / l: IEEE division (no fast math here)
+}
 
 // int32 dot of scale group g of query (h, i) and key (kh, j).
 __device__ inline int group_logit(const Params& p, int h, int kh, int i, int j, int g) {
@@ -103,7 +121,11 @@ __device__ float raw_score(const Params& p, int h, int kh, int i, int j) {
 // multiplies V (V smoothing) and this lane's output channels.
 struct SplitState {
   float m = -INFINITY, l = 0.0f, lp = 0.0f;
+  float m_pre = -INFINITY;  // expform=fa: the running max of the raw logits (before the exp2 scale)
+  float lane_l[4] = {};     // rowsum=lanes: the four partial sums of l
   float o[kMaxChannelsPerLane] = {};
+  // l as the merge reads it (rowsum=lanes: the quad's butterfly, (l0 + l2) + (l1 + l3)).
+  __device__ float row_l(RowSum how) const { return how == RowSum::lanes ? (lane_l[0] + lane_l[2]) + (lane_l[1] + lane_l[3]) : l; }
 };
 
 // Key tiles [t_begin, t_end) of query (h, i) into st. pq, pt: this wave's P and denominator terms.
@@ -111,6 +133,8 @@ template <Dot4Qk QK>
 __device__ void run_tiles(const Params& p, float* pq, float* pt, int h, int kh, int i, int hi, int t_begin, int t_end, int lane,
                           SplitState& st) {
   const float neg_inf = -INFINITY;
+  const Exp2Of ex2{p.exp2};
+  const bool fa = p.exp_form == ExpForm::fa;  // logits kept raw; exp2(fma(s, c, -m c)), as FlashAttention
   const int t_stop = min(t_end, (hi + p.bc - 1) / p.bc);  // the tiles that hold a key below hi
   for (int k = 0; k < t_stop - t_begin; ++k) {
     const int t = p.reverse_tiles ? t_stop - 1 - k : t_begin + k;
@@ -120,19 +144,30 @@ __device__ void run_tiles(const Params& p, float* pq, float* pt, int h, int kh, 
     float tile_max = neg_inf;
     for (int u = 0; u * kWaveSize < p.bc; ++u) {
       const int jj = lane + u * kWaveSize, j = j0 + jj;
-      const float s = jj < w && p.mask.visible(i, j) ? raw_score<QK>(p, h, kh, i, j) * p.c : neg_inf;
+      const float raw = jj < w && p.mask.visible(i, j) ? raw_score<QK>(p, h, kh, i, j) : neg_inf;
+      const float s = fa || raw == neg_inf ? raw : raw * p.c;
       s_lane[u] = s;
       tile_max = fmaxf(tile_max, s);
     }
     tile_max = wave_max(tile_max);
-    float m_new = fmaxf(st.m, tile_max);
-    if (p.tau > 0 && st.m != neg_inf && m_new - st.m <= p.tau) m_new = st.m;  // lazy: P may reach 2^tau
-    if (m_new == neg_inf) continue;
-    const float alpha = rescale_factor(st.m, m_new, Exp2Emulator{});
+    float m_new, alpha;
+    if (fa) {  // the max on raw logits; alpha from the raw maxes' difference times the scale
+      const float m_pre = fmaxf(st.m_pre, tile_max);
+      if (m_pre == neg_inf) continue;
+      m_new = m_pre * p.c;
+      alpha = st.m_pre == neg_inf ? 0.0f : ex2((st.m_pre - m_pre) * p.c);
+      st.m_pre = m_pre;
+    } else {
+      m_new = fmaxf(st.m, tile_max);
+      if (p.tau > 0 && st.m != neg_inf && m_new - st.m <= p.tau) m_new = st.m;  // lazy: P may reach 2^tau
+      if (m_new == neg_inf) continue;
+      alpha = rescale_factor(st.m, m_new, ex2);
+    }
     // Online softmax: P against the running max, quantized with its static multiplier.
     for (int u = 0; u * kWaveSize < p.bc; ++u) {
       const int jj = lane + u * kWaveSize;
-      const float pf = unnormalized_p(s_lane[u], m_new, Exp2Emulator{});
+      const float s = s_lane[u];
+      const float pf = s == neg_inf ? 0.0f : ex2(fa ? fmaf(s, p.c, -m_new) : s - m_new);
       const float q = static_cast<float>(decode(p.pf, quantize(p.pf, pf, p.p_mult)));
       if (jj < p.bc) {
         pq[jj] = jj < w ? q : 0.0f;
@@ -140,9 +175,14 @@ __device__ void run_tiles(const Params& p, float* pq, float* pt, int h, int kh, 
       }
     }
     wave_sync();
-    float row_sum = 0.0f;  // every lane the same sum, key by key as the emulator
-    for (int jj = 0; jj < w; ++jj) row_sum += pt[jj];
-    st.l = alpha * st.l + row_sum;
+    if (p.row_sum == RowSum::lanes) {  // every lane the same four partials, key 8b + 2k + e onto partial k
+      for (float& x : st.lane_l) x *= alpha;
+      for (int jj = 0; jj < w; ++jj) st.lane_l[(jj % 8) / 2] += pt[jj];
+    } else {
+      float row_sum = 0.0f;  // every lane the same sum, key by key as the emulator
+      for (int jj = 0; jj < w; ++jj) row_sum += pt[jj];
+      st.l = alpha * st.l + row_sum;
+    }
     if (p.v_means != nullptr) {
       float pq_sum = 0.0f;
       for (int jj = 0; jj < w; ++jj) pq_sum += pq[jj];
@@ -188,13 +228,14 @@ __global__ void flash_dot4_kernel(Params p) {
   // O's channel c as the emulator finishes it: x scale, + mean x sum(P), / l.
   const auto finish = [&](float o_c, int c, float lp, float denom) {
     if (v_scale != nullptr) o_c *= v_scale[c];
-    return (v_mean == nullptr ? o_c : o_c + v_mean[c] * lp) / denom;
+    return normalized(p, v_mean == nullptr ? o_c : o_c + v_mean[c] * lp, denom);
   };
   float* out = p.out + (static_cast<long>(h) * p.nrows + r) * p.d;
   if (p.splits == 1) {
     SplitState st;
     run_tiles<QK>(p, pq, pt, h, kh, i, hi, t0, t1, lane, st);
-    const float denom = p.denominator_quantized ? st.l : st.l * p.p_mult;
+    const float l = st.row_l(p.row_sum);
+    const float denom = p.denominator_quantized ? l : l * p.p_mult;
     for (int u = 0; u * kWaveSize < p.d; ++u) {
       const int c = lane + u * kWaveSize;
       // 0 + o: the emulator's merge starts from +0, which turns a -0 (alpha = 0 times a negative O)
@@ -211,7 +252,7 @@ __global__ void flash_dot4_kernel(Params p) {
     run_tiles<QK>(p, pq, pt, h, kh, i, hi, min(t1, t0 + sp * per), min(t1, t0 + (sp + 1) * per), lane, st);
     if (lane == 0) {
       split_mllp[3 * sp] = st.m;
-      split_mllp[3 * sp + 1] = st.l;
+      split_mllp[3 * sp + 1] = st.row_l(p.row_sum);
       split_mllp[3 * sp + 2] = st.lp;
     }
     for (int u = 0; u * kWaveSize < p.d; ++u) part[sp * p.d + lane + u * kWaveSize] = st.o[u];
@@ -221,7 +262,7 @@ __global__ void flash_dot4_kernel(Params p) {
   for (int sp = 0; sp < p.splits; ++sp) big_m = fmaxf(big_m, split_mllp[3 * sp]);
   float big_l = 0.0f, big_lp = 0.0f, o[kMaxChannelsPerLane] = {};
   for (int sp = 0; sp < p.splits; ++sp) {
-    const float m = split_mllp[3 * sp], f = rescale_factor(m, big_m, Exp2Emulator{});
+    const float m = split_mllp[3 * sp], f = rescale_factor(m, big_m, Exp2Of{p.exp2});
     big_l += f * split_mllp[3 * sp + 1];
     big_lp += f * split_mllp[3 * sp + 2];
     for (int u = 0; u * kWaveSize < p.d; ++u) o[u] += f * part[sp * p.d + lane + u * kWaveSize];
@@ -278,6 +319,13 @@ Params scalar_params(const Dot4Inputs& in) {
   p.c = in.score_factor;
   p.p_mult = in.p_multiplier;
   p.pf = format_of(in.p_format);
+  require(in.exp_form != ExpForm::aten && in.row_sum != RowSum::vec16, "ATen's CPU exponential and row sum (expform=aten, rowsum=vec16) have no GPU form");
+  require(kHasNvidiaSfu || (in.exp2 != Exp2Math::sfu && in.norm != Norm::sfu), "exp2=sfu and norm=sfu model NVIDIA's special-function unit");
+  require(in.exp_form != ExpForm::fa || in.lazy_rescale_tau == 0, "expform=fa runs without a lazy rescale (tau 0)");
+  p.exp_form = in.exp_form;
+  p.row_sum = in.row_sum;
+  p.norm = in.norm;
+  p.exp2 = in.exp2;
   return p;
 }
 

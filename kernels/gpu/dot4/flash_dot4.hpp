@@ -17,7 +17,11 @@
 //   O += P V   V as values (rounded or dequantized by the host), each key tile's products summed
 //              into O by the recipe's accumulator model, keys in order; with V smoothing,
 //              mean_v * sum(P) added before the division.
-// exp2 is the emulator's exp2_rn (kernels/formats/exp2.hpp): a float64 exp2 rounded once.
+// exp2 is the emulator's exp2_rn (kernels/formats/exp2.hpp): a float64 exp2 rounded once, or (exp2=sfu,
+// CUDA) the special-function unit's ex2.approx.ftz that the emulator models; the softmax's other vendor
+// math as the emulator takes it: FlashAttention's form of the exponent (expform=fa), the row sum in
+// four lane partials (rowsum=lanes), and O times a reciprocal of l (norm=rcp: correctly rounded; sfu:
+// rcp.approx.ftz, CUDA).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,6 +67,11 @@ struct Dot4Inputs {
   float lazy_rescale_tau = 0;                          // 0: rescale whenever the max grows
   int split_k = 1;                                     // key splits per row (at most kMaxDot4Splits), merged as the emulator
   int block_k = 64;                                    // key tile (multiple of the wave size)
+  // The float softmax's vendor math (recipe.hpp): expform lab or fa, rowsum sequential or lanes.
+  ExpForm exp_form = ExpForm::lab;
+  RowSum row_sum = RowSum::sequential;
+  Norm norm = Norm::div;
+  Exp2Math exp2 = Exp2Math::rn;
 };
 
 struct Dot4Tuning {
