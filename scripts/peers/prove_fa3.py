@@ -14,7 +14,7 @@ Two checks of the kernel itself, for locating a difference from its preset:
   --roll-kv-heads K also run with the KV heads moved K places (Q's groups with them) and the outputs
                     moved back, written as <dump>-fa3-fp8-rollK.h5: a difference that stays with the
                     data moves with it, one that stays with a head index does not.
-Usage: prove_fa3.py --out DIR [--runs R] [--roll-kv-heads K] DUMP [DUMP ...]"""
+Usage: prove_fa3.py --out DIR [--rows N] [--runs R] [--roll-kv-heads K] DUMP [DUMP ...]   (--rows: N sampled query rows a layer kept)"""
 import sys
 
 import torch
