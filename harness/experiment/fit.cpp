@@ -183,9 +183,12 @@ FitUnits load_units(const FitOptions& opt, const DatasetInfo& info, const std::v
 std::string floor_text(const FitResult& result, const FitStep& b) {
   if (std::isinf(b.kernel_vs_recipe_db)) return "";
   if (std::isinf(result.floor_db)) {
-    return "No float GEMM of this recipe sums in fp32 or exactly, so the lab has no summation-order floor to set the remaining distance against.\n\n";
+    return result.floor_gemms > 0
+               ? "The emulator's own floor here is out of reach: its float GEMMs summed in fp32 or exactly give the same outputs on these rows.\n\n"
+               : "No float GEMM of this recipe sums in fp32 or exactly, so the lab has no summation-order floor to set the remaining distance against.\n\n";
   }
-  const std::string floor = fmt::format("The emulator's own floor here (its float GEMMs summed in fp32 against exactly, the nearer of Q K^T and P V): {} dB. ",
+  const std::string floor = fmt::format("The emulator's own floor here (its float GEMMs summed in fp32 against exactly; of Q K^T and P V the one that "
+                                        "moves the outputs more): {} dB. ",
                                         db_text(result.floor_db));
   if (b.kernel_vs_recipe_db > result.floor_db + kFloorSlackDb) {
     return floor + "The kernel is nearer the recipe than that: the recipe's order of sums is the kernel's, or hides its differences here.\n\n";
@@ -282,7 +285,7 @@ class Search {
     result_.path = found.path;
     const Evaluation now = found.eval;
     result_.meets_rule = rule_margin(now) >= kFitRuleDb;
-    result_.floor_db = order_floor_db(found.recipe);
+    result_.floor_db = order_floor_db(found.recipe, result_.floor_gemms);
     result_.at_floor = std::abs(now.kernel_vs_recipe_db - result_.floor_db) <= kFloorSlackDb;
     std::vector<std::pair<std::string, Evaluation>> all(cache_.begin(), cache_.end());
     std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second.kernel_vs_recipe_db > b.second.kernel_vs_recipe_db; });
@@ -328,25 +331,34 @@ class Search {
   }
 
   // The emulator's own floor at a recipe: how far apart its outputs go when a float GEMM's sum is
-  // taken in another honest order (fp32 key after key, or exact), the nearer of the two GEMMs'. A
-  // kernel's own inner order (a BLAS's blocking, a matrix unit's) is one more such order, so a
-  // distance near this floor is not a knob the search missed. +inf where no GEMM sums floats in fp32
-  // or exactly (integer sums, the matrix units' measured models), or where the other order fails.
-  double order_floor_db(const Recipe& r) const {
-    using Kind = Accumulator::Kind;
+  // taken in another honest order (fp32 key after key, or exact), the lower of the two GEMMs' (the
+  // order that moves the outputs more). A kernel's own inner order (a BLAS's blocking, a matrix
+  // unit's) is one more such order, so a distance near this floor is not a knob the search missed.
+  // Each GEMM on its own: one that sums integers, or sums under a matrix unit's measured model, or
+  // whose other order this input cannot take, adds nothing. measured: how many GEMMs it compared
+  // (+inf with measured > 0: the two orders give the same outputs here).
+  double order_floor_db(const Recipe& r, int& measured) const {
+    using AccKind = Accumulator::Kind;
+    measured = 0;
     double floor = INFINITY;
+    std::vector<double> own;
     try {
-      const std::vector<double> own = outputs(r);
-      for (Accumulator Recipe::*acc : {&Recipe::qk_acc, &Recipe::pv_acc}) {
-        if ((r.*acc).kind != Kind::fp32 && (r.*acc).kind != Kind::exact) continue;
-        Recipe other = r;
-        (other.*acc).kind = (r.*acc).kind == Kind::fp32 ? Kind::exact : Kind::fp32;
-        floor = std::min(floor, compare(own, outputs(other)).sqnr_db);
-      }
+      own = outputs(r);
     } catch (const NumericFailure&) {
       return INFINITY;
-    } catch (const std::invalid_argument&) {
-      return INFINITY;
+    }
+    const bool int_qk = format_of(r.q.spec.format).kind == Kind::integer;  // validate: Q and K alike
+    for (Accumulator Recipe::*acc : {&Recipe::qk_acc, &Recipe::pv_acc}) {
+      if ((r.*acc).kind != AccKind::fp32 && (r.*acc).kind != AccKind::exact) continue;
+      if (acc == &Recipe::qk_acc && int_qk) continue;  // integer sums are exact in any order
+      Recipe other = r;
+      (other.*acc).kind = (r.*acc).kind == AccKind::fp32 ? AccKind::exact : AccKind::fp32;
+      try {
+        floor = std::min(floor, compare(own, outputs(other)).sqnr_db);
+        ++measured;
+      } catch (const NumericFailure&) {
+      } catch (const std::invalid_argument&) {  // the other order is not a valid recipe here (an integer softmax's sums)
+      }
     }
     return floor;
   }

@@ -49,6 +49,7 @@ struct FitResult {
   // where neither GEMM sums floats that way. at_floor: the best's kernel-vs-recipe distance is within
   // 3 dB of it, either side (what remains is a GEMM's inner order, not a missing knob).
   double floor_db = INFINITY;
+  int floor_gemms = 0;  // the GEMMs whose other order was emulated (0: no float GEMM sums in fp32 or exactly)
   bool at_floor = false;
   int evaluated = 0;                  // recipes emulated in this call (cached ones from a resumed report not counted)
   bool budget_spent = false;

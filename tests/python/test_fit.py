@@ -105,6 +105,14 @@ def test_the_remaining_distance_is_set_against_the_emulators_floor(tmp_path):
     assert "dB short of it" in (tmp_path / "g" / "summary.md").read_text()
 
 
+def test_the_floor_of_an_integer_qk_recipe_is_its_float_pv(tmp_path):
+    # Integer Q K^T sums exactly in any order; P V in fp16 summed in fp32 still has an order to set
+    # the distance against (the search stopped at its start: no move gains 1000 dB).
+    r = qattn.fit(QFLASH + "-qflash.h5", QFLASH + ".h5", start=GENERIC, output=str(tmp_path / "f"), rows=16, min_gain=1000)
+    assert np.isfinite(r["floor_db"]), r
+    assert "No float GEMM" not in (tmp_path / "f" / "summary.md").read_text()
+
+
 def test_an_altered_kernel_is_found_out_by_its_knob(tmp_path):
     d = qattn.load_layer(QFLASH + ".h5", "0")
     altered = "preset=qflash-46adca5 qflash.div=lab"  # the kernel's output division, truncating, replaced by a floor

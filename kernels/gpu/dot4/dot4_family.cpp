@@ -54,6 +54,8 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
   if (device_prepared(r)) {
     const std::string why = prepare_not_covered(r, d, false);
     if (!why.empty()) return why;
+    // The preparation kernels subtract K's mean in fp32; only the host's smoothing rounds it.
+    if (r.k_smoothing_format != FormatId::fp32) return "ksmooth.format with rotation or Q smoothing: the preparation kernels keep K's mean in fp32";
   }
   if (!r.p.unit_scale && r.p.spec.rule != ScaleRule::static_multiplier) return "P needs a static multiplier";
   if (r.exp_form == ExpForm::aten || r.row_sum == RowSum::vec16) {
@@ -62,6 +64,9 @@ std::string dot4_not_covered(const Problem& p, const Recipe& r) {
 #if !defined(QATTN_WITH_CUDA)
   if (r.exp2 == Exp2Math::sfu || r.norm == Norm::sfu) return "exp2=sfu and norm=sfu model NVIDIA's special-function unit (a CUDA build)";
 #endif
+  // A lazy rescale lets P's exponent reach tau above 0, where the emulator's table of ex2.approx is
+  // not the hardware's (kernels/numerics/sfu_math.hpp).
+  if (r.exp2 == Exp2Math::sfu && r.lazy_rescale_tau > 0) return "exp2=sfu with a lazy rescale (tau > 0): exponents above 0 are not modelled";
   if (r.split_k > kMaxDot4Splits) return "split-K takes at most " + std::to_string(kMaxDot4Splits) + " splits";
   return wave_shape_not_covered(d, r.tiles.block_k, true);
 }

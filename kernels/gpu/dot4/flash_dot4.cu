@@ -55,8 +55,9 @@ struct Params {
 };
 
 // The softmax's exp2 as the recipe takes it: the emulator's correctly rounded one, or the
-// special-function unit's (exp2=sfu; its arguments here are <= 0, where the emulator's table of it is
-// bit-faithful).
+// special-function unit's (exp2=sfu). The emulator's table of the latter is the hardware's for
+// arguments <= 0; with expform=fa the fused multiply-add can leave the row's largest score a residual
+// above 0, where the two may differ by an ulp (the family's 30 dB rule holds; tau > 0 is refused).
 struct Exp2Of {
   Exp2Math math;
   __device__ float operator()(float x) const { return math == Exp2Math::sfu ? sfu_ex2_ftz(x) : exp2_rn(x); }
