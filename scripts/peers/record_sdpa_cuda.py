@@ -38,6 +38,8 @@ def kernel(q, k, v, causal, scale, dtype, backend):
 
 
 def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: record_sdpa_cuda.py OUT_DIR (the folder the outputs files are written to)")
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     device = torch.cuda.get_device_name()
